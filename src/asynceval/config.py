@@ -1,0 +1,141 @@
+"""Settings: every tunable limit, read once from the environment and `.env`.
+
+`Settings()` reads the process environment and `.env` in the working directory; keyword arguments
+override both. A bad value fails at construction with a `ConfigError` (a `ValueError`) whose message
+names the variable and the value. Settings are read at the edge (a run, the CLI) and passed inward.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .errors import ConfigError
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+LogFormat = Literal["json", "console"]
+HttpTransport = Literal["aiohttp", "httpx"]
+
+MAX_LLM_CALLS_BOUND = 50
+
+
+class Settings(BaseSettings):
+    """The limits and provider settings in force for a run (see `.env.example` for each one)."""
+
+    model_config = SettingsConfigDict(
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        env_ignore_empty=True,
+        frozen=True,
+        validate_default=True,
+    )
+
+    max_concurrent_llm_calls: int = 5
+    retry_initial_delay: float = 1.0
+    retry_max_delay: float = 60.0
+    retry_max_attempts: int = 3
+    batching_enabled: bool = False
+    llm_call_timeout: float = 120.0
+    max_concurrent_tasks: int = 32
+    task_timeout: float | None = None
+    llm_requests_per_minute: int | None = None
+    llm_tokens_per_minute: int | None = None
+    llm_base_url: str | None = None
+    llm_api_key: SecretStr | None = None
+    llm_model: str | None = None
+    llm_http_transport: HttpTransport = "aiohttp"
+    max_parallel_tools: int = 5
+    log_level: LogLevel = "INFO"
+    log_format: LogFormat = "json"
+    log_file: str | None = None
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise ConfigError(_explain(exc)) from exc
+
+    @field_validator("max_concurrent_llm_calls")
+    @classmethod
+    def _llm_calls_in_range(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError(f"MAX_CONCURRENT_LLM_CALLS must be >= 1, got {value}")
+        if value > MAX_LLM_CALLS_BOUND:
+            raise ValueError(
+                f"MAX_CONCURRENT_LLM_CALLS must be <= {MAX_LLM_CALLS_BOUND}, got {value}"
+            )
+        return value
+
+    @field_validator(
+        "retry_max_attempts",
+        "max_concurrent_tasks",
+        "max_parallel_tools",
+        "llm_requests_per_minute",
+        "llm_tokens_per_minute",
+    )
+    @classmethod
+    def _at_least_one(cls, value: int | None, info: Any) -> int | None:
+        if value is not None and value < 1:
+            raise ValueError(f"{info.field_name.upper()} must be >= 1, got {value}")
+        return value
+
+    @field_validator("retry_initial_delay", "retry_max_delay", "llm_call_timeout", "task_timeout")
+    @classmethod
+    def _positive(cls, value: float | None, info: Any) -> float | None:
+        if value is not None and not value > 0:
+            raise ValueError(f"{info.field_name.upper()} must be > 0, got {value}")
+        return value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_level(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("log_format", "llm_http_transport", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.lower() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _max_delay_not_below_initial(self) -> Settings:
+        if self.retry_max_delay < self.retry_initial_delay:
+            raise ValueError(
+                f"RETRY_MAX_DELAY must be >= RETRY_INITIAL_DELAY ({self.retry_initial_delay}), "
+                f"got {self.retry_max_delay}"
+            )
+        return self
+
+    def limits(self) -> dict[str, Any]:
+        """The limits in force, as stated by the `run_started` event (FR-009)."""
+        return {
+            "max_concurrent_llm_calls": self.max_concurrent_llm_calls,
+            "max_concurrent_tasks": self.max_concurrent_tasks,
+            "retry_initial_delay": self.retry_initial_delay,
+            "retry_max_delay": self.retry_max_delay,
+            "retry_max_attempts": self.retry_max_attempts,
+            "llm_call_timeout": self.llm_call_timeout,
+            "llm_requests_per_minute": self.llm_requests_per_minute,
+            "llm_tokens_per_minute": self.llm_tokens_per_minute,
+        }
+
+    def public(self) -> dict[str, Any]:
+        """Every setting as plain JSON values, the API key reduced to whether one is set."""
+        data = self.model_dump(mode="json", exclude={"llm_api_key"})
+        data["llm_api_key_set"] = self.llm_api_key is not None
+        return data
+
+
+def _explain(exc: ValidationError) -> str:
+    """One line per bad value, each naming the environment variable and the value given."""
+    lines = []
+    for error in exc.errors():
+        name = str(error["loc"][0]).upper() if error["loc"] else "SETTINGS"
+        if error["type"] == "value_error":
+            lines.append(str(error["ctx"]["error"]))
+        else:
+            message = error["msg"].removeprefix("Input ")
+            lines.append(f"{name} {message}, got {error['input']!r}")
+    return "; ".join(lines)

@@ -1,0 +1,116 @@
+"""Exceptions raised by asynceval, all under one root.
+
+```
+AsyncEvalError
+├── ConfigError (also a ValueError)         a setting has a bad value
+├── ProviderError                           one attempt of an LLM call failed
+│   ├── RateLimited                         HTTP 429
+│   ├── ProviderConnectionError             the connection failed or broke
+│   ├── MalformedResponse                   a 2xx whose body is not a usable completion
+│   └── AttemptTimeout                      the attempt ran past LLM_CALL_TIMEOUT
+└── LLMCallFailed                           a call failed for good (retries exhausted, or not retryable)
+```
+
+A `ProviderError` describes one attempt and is what the retry policy looks at; callers of
+`model.generate` only ever see `LLMCallFailed`, with the last `ProviderError` as its `__cause__`.
+"""
+
+from __future__ import annotations
+
+# 529 is Anthropic's "overloaded", its spelling of 503.
+RETRYABLE_STATUS_CODES = frozenset({408, 429, 502, 503, 529})
+
+
+class AsyncEvalError(Exception):
+    """Root of every exception asynceval raises on purpose."""
+
+
+class ConfigError(AsyncEvalError, ValueError):
+    """Raised when a setting has a bad value; the message names the variable and the value."""
+
+
+class ProviderError(AsyncEvalError):
+    """Raised when one attempt of an LLM call fails: an error status, a broken body or connection."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        retry_after: float | None = None,
+        body: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status_code = status_code
+        self.retry_after = retry_after
+        self.body = body
+
+    @property
+    def retryable(self) -> bool:
+        """Whether another attempt may succeed: 408, 429, 502 and 503 are; other statuses are not."""
+        return self.status_code in RETRYABLE_STATUS_CODES
+
+    def __str__(self) -> str:
+        if self.status_code is None:
+            return self.message
+        return f"HTTP {self.status_code}: {self.message}"
+
+
+class RateLimited(ProviderError):
+    """Raised when the provider answers 429; `retry_after` holds its Retry-After in seconds, if any."""
+
+
+class _AlwaysRetryable(ProviderError):
+    @property
+    def retryable(self) -> bool:
+        return True
+
+
+class ProviderConnectionError(_AlwaysRetryable):
+    """Raised when the connection to the provider cannot be made or breaks mid-request."""
+
+
+class MalformedResponse(_AlwaysRetryable):
+    """Raised when a successful status carries a body that is not JSON or not a completion."""
+
+
+class AttemptTimeout(_AlwaysRetryable):
+    """Raised when one attempt runs past LLM_CALL_TIMEOUT; the slot is released and the call retried."""
+
+    def __init__(self, timeout_s: float) -> None:
+        super().__init__(f"no answer within {timeout_s:g} s (LLM_CALL_TIMEOUT)")
+        self.timeout_s = timeout_s
+
+
+class LLMCallFailed(AsyncEvalError):
+    """Raised to the caller when an LLM call has failed for good.
+
+    Either every allowed attempt failed with a retryable error (`retryable` is then True: the
+    same call may succeed later), or the provider refused it outright, e.g. HTTP 400 or 401
+    (`retryable` is False). The last attempt's `ProviderError` is the `__cause__`.
+    """
+
+    def __init__(
+        self,
+        *,
+        agent: str | None,
+        dimension: str | None,
+        status_code: int | None,
+        attempts: int,
+        elapsed_s: float,
+        message: str,
+        retryable: bool,
+    ) -> None:
+        self.agent = agent
+        self.dimension = dimension
+        self.status_code = status_code
+        self.attempts = attempts
+        self.elapsed_s = elapsed_s
+        self.message = message
+        self.retryable = retryable
+        status = "no status" if status_code is None else f"HTTP {status_code}"
+        super().__init__(
+            f"LLM call failed after {attempts} attempt{'s' if attempts != 1 else ''} "
+            f"in {elapsed_s:.2f} s (agent={agent}, dimension={dimension}, {status}): {message}"
+        )

@@ -1,0 +1,277 @@
+"""Structured events: the one place event names and their fields live.
+
+Every state change of the call path and the engine is written as one JSON object per line through a
+structlog logger that belongs to asynceval alone: `configure_logging` never calls
+`structlog.configure` nor touches the standard `logging` tree, so the application's own logging stays
+as the application set it. Each event carries `event`, `level` and an ISO 8601 UTC `timestamp`, plus
+whatever is bound with `bind_context` (task_id, repeat_idx, agent, dimension) in the current context.
+
+Secrets never reach a line: a processor blanks values under secret-looking keys (api_key,
+Authorization, ...), anything held by a `SecretStr`, values registered with `register_secret`, and
+strings shaped like bearer tokens or API keys.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
+from typing import IO, Any, TextIO
+
+import structlog
+from pydantic import SecretStr
+from structlog.contextvars import bound_contextvars, get_contextvars, merge_contextvars
+from structlog.typing import EventDict, Processor, WrappedLogger
+
+from .config import Settings
+
+REDACTED = "[redacted]"
+
+# Event names (contract: DESIGN section 3).
+RUN_STARTED = "run_started"
+RUN_FINISHED = "run_finished"
+TASK_STARTED = "task_started"
+TASK_FINISHED = "task_finished"
+QUEUEING = "queueing"
+ACQUIRED = "acquired"
+RELEASED = "released"
+RETRY = "retry"
+TIMEOUT = "timeout"
+LLM_CALL_FAILED = "llm_call_failed"
+
+_SECRET_KEY = re.compile(
+    r"api[-_]?key|authorization|secret|passw(or)?d|cookie|bearer|access[-_]?token|refresh[-_]?token",
+    re.IGNORECASE,
+)
+_SECRET_VALUE = re.compile(
+    r"(?:Bearer|Basic)\s+[A-Za-z0-9._~+/=\-]{6,}|\bsk-[A-Za-z0-9_\-]{8,}|\bxox[abp]-[A-Za-z0-9\-]{8,}"
+)
+_LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
+
+_secrets: set[str] = set()
+_lock = threading.Lock()
+_logger: Any = None
+_owned_file: IO[str] | None = None
+
+
+def register_secret(value: str | SecretStr | None) -> None:
+    """Make sure `value` is blanked wherever it appears in an event, even inside a longer string."""
+    raw = value.get_secret_value() if isinstance(value, SecretStr) else value
+    if raw and len(raw) >= 4:
+        _secrets.add(raw)
+
+
+def _redact_value(value: Any) -> Any:
+    if isinstance(value, str):
+        for secret in _secrets:
+            if secret in value:
+                value = value.replace(secret, REDACTED)
+        return _SECRET_VALUE.sub(REDACTED, value)
+    if isinstance(value, SecretStr):
+        return REDACTED
+    if isinstance(value, Mapping):
+        return {
+            key: REDACTED if _SECRET_KEY.search(str(key)) else _redact_value(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_redact_value(item) for item in value]
+    return value
+
+
+def redact_secrets(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+    """structlog processor: blank every secret in the event, at any depth."""
+    for key, value in event_dict.items():
+        if _SECRET_KEY.search(key):
+            event_dict[key] = REDACTED
+        elif not isinstance(value, int | float | bool | None):
+            event_dict[key] = _redact_value(value)
+    return event_dict
+
+
+def _add_level(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+    event_dict["level"] = "WARNING" if method_name == "warn" else method_name.upper()
+    return event_dict
+
+
+def configure_logging(settings: Settings | None = None, *, stream: TextIO | None = None) -> None:
+    """Set up asynceval's own event output: JSON (or console) lines at LOG_LEVEL.
+
+    Lines go to `stream` if given, else appended to LOG_FILE, else to stderr. Calling it again replaces
+    the previous set-up (and closes a LOG_FILE it opened). The application's logging is not touched.
+    """
+    global _logger, _owned_file
+    settings = settings if settings is not None else Settings()
+    register_secret(settings.llm_api_key)
+    with _lock:
+        previous = _owned_file
+        if stream is None and settings.log_file:
+            stream = _owned_file = open(settings.log_file, "a", encoding="utf-8")  # noqa: SIM115
+        else:
+            _owned_file = None
+        output = stream if stream is not None else sys.stderr
+        renderer: Processor
+        if settings.log_format == "console":
+            renderer = structlog.dev.ConsoleRenderer(colors=_isatty(output))
+        else:
+            renderer = structlog.processors.JSONRenderer()
+        _logger = structlog.wrap_logger(
+            structlog.WriteLogger(output),
+            wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[settings.log_level]),
+            processors=[
+                merge_contextvars,
+                _add_level,
+                structlog.processors.TimeStamper(fmt="iso", utc=True),
+                structlog.processors.format_exc_info,
+                redact_secrets,
+                renderer,
+            ],
+        )
+        if previous is not None and previous is not stream:
+            previous.close()
+
+
+def logging_configured() -> bool:
+    """Whether `configure_logging` has run in this process (the engine and CLI set it up if not)."""
+    return _logger is not None
+
+
+def _isatty(stream: TextIO) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def _log() -> Any:
+    if _logger is None:
+        configure_logging()
+    return _logger
+
+
+def bind_context(**values: Any) -> AbstractContextManager[None]:
+    """Bind fields (task_id, repeat_idx, agent, dimension ...) to every event in this context."""
+    return bound_contextvars(**values)
+
+
+def context_value(key: str) -> Any:
+    """The value bound under `key` by `bind_context` in the current context, or None."""
+    return get_contextvars().get(key)
+
+
+def emit(event: str, level: str = "info", **fields: Any) -> None:
+    """Write one event; prefer the named emitters below, which fix each event's fields."""
+    getattr(_log(), level)(event, **fields)
+
+
+def queueing(*, agent: str | None, dimension: str | None, call_id: str, queue_depth: int) -> None:
+    _log().info(
+        QUEUEING, agent=agent, dimension=dimension, call_id=call_id, queue_depth=queue_depth
+    )
+
+
+def acquired(
+    *, agent: str | None, dimension: str | None, call_id: str, active_slots: int, wait_s: float
+) -> None:
+    _log().info(
+        ACQUIRED,
+        agent=agent,
+        dimension=dimension,
+        call_id=call_id,
+        active_slots=active_slots,
+        wait_s=round(wait_s, 6),
+    )
+
+
+def released(
+    *, agent: str | None, dimension: str | None, call_id: str, active_slots: int, held_s: float
+) -> None:
+    _log().info(
+        RELEASED,
+        agent=agent,
+        dimension=dimension,
+        call_id=call_id,
+        active_slots=active_slots,
+        held_s=round(held_s, 6),
+    )
+
+
+def retry(
+    *,
+    agent: str | None,
+    dimension: str | None,
+    call_id: str,
+    attempt: int,
+    status_code: int | None,
+    delay_s: float,
+    error: str,
+) -> None:
+    _log().warning(
+        RETRY,
+        agent=agent,
+        dimension=dimension,
+        call_id=call_id,
+        attempt=attempt,
+        status_code=status_code,
+        delay_s=round(delay_s, 6),
+        error=error,
+    )
+
+
+def timeout(*, agent: str | None, dimension: str | None, call_id: str, timeout_s: float) -> None:
+    _log().warning(TIMEOUT, agent=agent, dimension=dimension, call_id=call_id, timeout_s=timeout_s)
+
+
+def llm_call_failed(
+    *,
+    agent: str | None,
+    dimension: str | None,
+    call_id: str,
+    status_code: int | None,
+    attempts: int,
+    elapsed_s: float,
+    error: str,
+) -> None:
+    _log().error(
+        LLM_CALL_FAILED,
+        agent=agent,
+        dimension=dimension,
+        call_id=call_id,
+        status_code=status_code,
+        attempts=attempts,
+        elapsed_s=round(elapsed_s, 6),
+        error=error,
+    )
+
+
+def run_started(*, limits: Mapping[str, Any], n_tasks: int | None, **fields: Any) -> None:
+    _log().info(RUN_STARTED, **limits, n_tasks=n_tasks, **fields)
+
+
+def run_finished(*, counts: Mapping[str, int], duration_s: float, **fields: Any) -> None:
+    _log().info(RUN_FINISHED, counts=dict(counts), duration_s=round(duration_s, 6), **fields)
+
+
+def task_started(*, task_id: str, repeat_idx: int, **fields: Any) -> None:
+    _log().info(TASK_STARTED, task_id=task_id, repeat_idx=repeat_idx, **fields)
+
+
+def task_finished(
+    *,
+    task_id: str,
+    repeat_idx: int,
+    status: str,
+    termination_reason: str | None,
+    duration_s: float,
+    **fields: Any,
+) -> None:
+    _log().info(
+        TASK_FINISHED,
+        task_id=task_id,
+        repeat_idx=repeat_idx,
+        status=status,
+        termination_reason=termination_reason,
+        duration_s=round(duration_s, 6),
+        **fields,
+    )
+

@@ -1,0 +1,91 @@
+"""HTTP edge helpers shared by the providers: Retry-After parsing and error mapping."""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import httpx
+
+from ..errors import MalformedResponse, ProviderError, RateLimited
+
+
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds the provider asks us to wait: `retry-after-ms`, else `Retry-After` in seconds or as
+    an HTTP date. None when absent or unreadable; never negative."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _error_message(response: httpx.Response) -> str:
+    """The provider's own words from an error body (OpenAI and Anthropic shapes), else the text."""
+    text = response.text
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return text[:500] or response.reason_phrase
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return str(error["message"])
+        if isinstance(error, str):
+            return error
+    return text[:500]
+
+
+def check_response(response: httpx.Response) -> dict[str, Any]:
+    """The JSON body of a successful response, or the matching `ProviderError` raised."""
+    status = response.status_code
+    if status >= 400:
+        retry_after = parse_retry_after(response.headers)
+        cls = RateLimited if status == 429 else ProviderError
+        raise cls(
+            _error_message(response),
+            status_code=status,
+            retry_after=retry_after,
+            body=response.text[:2000],
+        )
+    try:
+        body = json.loads(response.content)
+    except ValueError as exc:
+        raise MalformedResponse(
+            f"HTTP {status} with a body that is not JSON ({exc})",
+            status_code=status,
+            body=response.text[:2000],
+        ) from None
+    if not isinstance(body, dict):
+        raise MalformedResponse(
+            f"HTTP {status} with a JSON body that is not an object", status_code=status
+        )
+    return body
+
+
+def parse_or_malformed(body: dict[str, Any], parse: Callable[[dict[str, Any]], Any]) -> Any:
+    """Run a provider's body parser, turning a missing or mistyped field into MalformedResponse."""
+    try:
+        return parse(body)
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+        raise MalformedResponse(
+            f"completion body lacks an expected field ({type(exc).__name__}: {exc})",
+            body=json.dumps(body)[:2000],
+        ) from None

@@ -1,0 +1,46 @@
+"""Per-context usage counters: the call path counts, whoever opened `track_usage` reads.
+
+The engine opens one counter per task repetition; every LLM call made inside that context (in
+async code, or in a worker thread that hops back through `generate_sync`) adds to it. Nothing is
+passed by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import asdict, dataclass
+
+
+@dataclass
+class UsageCounter:
+    """Calls, retries and tokens counted in one context."""
+
+    llm_calls: int = 0
+    failed_calls: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+_current: ContextVar[UsageCounter | None] = ContextVar("asynceval_usage", default=None)
+
+
+@contextmanager
+def track_usage(counter: UsageCounter | None = None) -> Iterator[UsageCounter]:
+    """Count every LLM call made in this context into `counter` (a new one if not given)."""
+    counter = counter if counter is not None else UsageCounter()
+    token = _current.set(counter)
+    try:
+        yield counter
+    finally:
+        _current.reset(token)
+
+
+def current_usage() -> UsageCounter | None:
+    """The counter of the innermost `track_usage` around this code, if any."""
+    return _current.get()
