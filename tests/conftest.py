@@ -1,0 +1,57 @@
+"""Shared fixtures: a clean settings environment and a captured event log per test."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from asynceval import Settings, configure_logging
+
+SETTING_VARS = [name.upper() for name in Settings.model_fields]
+
+
+class EventLog:
+    """The JSON events written during one test, parsed back."""
+
+    def __init__(self, stream: io.StringIO) -> None:
+        self.stream = stream
+
+    def lines(self) -> list[str]:
+        return [line for line in self.stream.getvalue().splitlines() if line.strip()]
+
+    def all(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.lines()]
+
+    def named(self, name: str) -> list[dict[str, Any]]:
+        return [event for event in self.all() if event["event"] == name]
+
+    def max_in_flight(self) -> int:
+        """Replay +1 per acquired and -1 per released in log order (SC-002)."""
+        current = peak = 0
+        for event in self.all():
+            if event["event"] == "acquired":
+                current += 1
+            elif event["event"] == "released":
+                current -= 1
+            peak = max(peak, current)
+        return peak
+
+
+@pytest.fixture(autouse=True)
+def clean_settings_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Tests see no setting from the machine's environment or a stray .env."""
+    for name in SETTING_VARS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+
+
+@pytest.fixture(autouse=True)
+def event_log() -> Iterator[EventLog]:
+    """Every test's events go to a buffer it can read, at DEBUG."""
+    stream = io.StringIO()
+    configure_logging(Settings(log_level="DEBUG"), stream=stream)
+    yield EventLog(stream)

@@ -1,0 +1,160 @@
+from __future__ import annotations
+
+import random
+
+import anyio
+import pytest
+from anyio import wait_all_tasks_blocked
+
+from asynceval import ConcurrencyController
+
+from ..conftest import EventLog
+
+
+@pytest.mark.parametrize("bad", [0, -1])
+def test_a_limit_below_one_is_refused(bad: int) -> None:
+    with pytest.raises(ValueError, match=f"MAX_CONCURRENT_LLM_CALLS must be >= 1, got {bad}"):
+        ConcurrencyController(bad)
+
+
+def test_the_limit_cannot_be_changed() -> None:
+    controller = ConcurrencyController(3)
+    with pytest.raises(AttributeError):
+        controller.limit = 4  # type: ignore[misc]
+
+
+async def test_grants_are_first_in_first_out() -> None:
+    controller = ConcurrencyController(1)
+    order: list[int] = []
+    gate = anyio.Event()
+
+    async def caller(index: int) -> None:
+        async with controller.slot(agent="a", dimension=str(index)):
+            order.append(index)
+            if index == 0:
+                await gate.wait()
+
+    async with anyio.create_task_group() as tg:
+        for index in range(20):
+            tg.start_soon(caller, index)
+            await wait_all_tasks_blocked()  # each caller queues before the next one starts
+        gate.set()
+    assert order == list(range(20))
+
+
+async def test_events_carry_depth_slots_and_times(event_log: EventLog) -> None:
+    controller = ConcurrencyController(2)
+    release = anyio.Event()
+
+    async def hold(name: str) -> None:
+        async with controller.slot(agent=name, dimension="dim", call_id=name):
+            await release.wait()
+
+    async with anyio.create_task_group() as tg:
+        for name in ("a", "b", "c"):
+            tg.start_soon(hold, name)
+            await wait_all_tasks_blocked()
+        assert controller.statistics().waiting == 1
+        release.set()
+    queueing = {e["call_id"]: e for e in event_log.named("queueing")}
+    acquired = {e["call_id"]: e for e in event_log.named("acquired")}
+    assert [queueing[n]["queue_depth"] for n in "abc"] == [1, 1, 1]
+    assert [acquired[n]["active_slots"] for n in "ab"] == [1, 2]
+    assert acquired["c"]["active_slots"] in (1, 2) and acquired["c"]["wait_s"] > 0
+    assert all("held_s" in e and e["active_slots"] >= 0 for e in event_log.named("released"))
+    assert event_log.max_in_flight() == 2
+    stats = controller.statistics()
+    assert (stats.active, stats.waiting, stats.max_active, stats.granted) == (0, 0, 2, 3)
+
+
+async def test_queue_depth_counts_waiters_including_this_one(event_log: EventLog) -> None:
+    controller = ConcurrencyController(1)
+    release = anyio.Event()
+
+    async def hold(name: str) -> None:
+        async with controller.slot(call_id=name):
+            await release.wait()
+
+    async with anyio.create_task_group() as tg:
+        for name in ("a", "b", "c"):
+            tg.start_soon(hold, name)
+            await wait_all_tasks_blocked()
+        release.set()
+    assert [e["queue_depth"] for e in event_log.named("queueing")] == [1, 1, 2]
+
+
+async def test_random_cancellations_leave_no_slot_held(event_log: EventLog) -> None:
+    """2,000 callers cancelled at random points (while queued or while holding)."""
+    controller = ConcurrencyController(5)
+    rng = random.Random(7)
+    outcomes = {"held": 0, "cancelled": 0}
+
+    async def caller(cancel_after: float, hold_for: float) -> None:
+        with anyio.move_on_after(cancel_after) as scope:
+            async with controller.slot(agent="a", dimension="d"):
+                await anyio.sleep(hold_for)
+                outcomes["held"] += 1
+        if scope.cancelled_caught:
+            outcomes["cancelled"] += 1
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(2000):
+            tg.start_soon(caller, rng.uniform(0, 0.3), rng.uniform(0, 0.002))
+    stats = controller.statistics()
+    assert (stats.active, stats.waiting) == (0, 0)
+    assert outcomes["held"] > 100 and outcomes["cancelled"] > 100
+    assert len(event_log.named("queueing")) == 2000
+    assert len(event_log.named("acquired")) == len(event_log.named("released"))
+    assert event_log.max_in_flight() <= 5
+    # The limiter is whole again: all five slots can be held at once, with nobody waiting.
+    release = anyio.Event()
+
+    async def hold() -> None:
+        async with controller.slot():
+            await release.wait()
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(5):
+            tg.start_soon(hold)
+        await wait_all_tasks_blocked()
+        assert (controller.statistics().active, controller.statistics().waiting) == (5, 0)
+        release.set()
+
+
+async def test_pause_holds_back_one_endpoint_only() -> None:
+    controller = ConcurrencyController(2)
+    controller.pause("http://a", 0.2)
+    start = anyio.current_time()
+    async with controller.slot(endpoint="http://b"):
+        assert anyio.current_time() - start < 0.1
+    async with controller.slot(endpoint="http://a"):
+        assert anyio.current_time() - start >= 0.2
+    assert controller.cooldown_remaining("http://a") == 0.0
+
+
+async def test_pause_begun_while_queued_is_honoured_and_merges() -> None:
+    """One cooldown for the endpoint, not one per caller: overlapping pauses merge."""
+    controller = ConcurrencyController(1)
+    times: list[float] = []
+    release = anyio.Event()
+    start = anyio.current_time()
+
+    async def holder() -> None:
+        async with controller.slot(endpoint="http://a"):
+            await release.wait()
+
+    async def caller() -> None:
+        async with controller.slot(endpoint="http://a"):
+            times.append(anyio.current_time() - start)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(holder)
+        await wait_all_tasks_blocked()
+        for _ in range(3):
+            tg.start_soon(caller)
+        await wait_all_tasks_blocked()
+        controller.pause("http://a", 0.2)
+        controller.pause("http://a", 0.1)  # shorter: does not shorten the pause
+        release.set()
+    assert len(times) == 3 and min(times) >= 0.2 and max(times) < 0.5
+    assert controller.statistics().active == 0
