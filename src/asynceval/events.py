@@ -96,6 +96,13 @@ def _add_level(logger: WrappedLogger, method_name: str, event_dict: EventDict) -
     return event_dict
 
 
+def _event_first(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+    """Put event, level and timestamp first on the line, where a reader looks for them."""
+    head = {key: event_dict.pop(key) for key in ("event", "level", "timestamp") if key in event_dict}
+    head.update(event_dict)
+    return head
+
+
 def configure_logging(settings: Settings | None = None, *, stream: TextIO | None = None) -> None:
     """Set up asynceval's own event output: JSON (or console) lines at LOG_LEVEL.
 
@@ -126,6 +133,7 @@ def configure_logging(settings: Settings | None = None, *, stream: TextIO | None
                 structlog.processors.TimeStamper(fmt="iso", utc=True),
                 structlog.processors.format_exc_info,
                 redact_secrets,
+                _event_first,
                 renderer,
             ],
         )

@@ -13,7 +13,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 import anyio.from_thread
@@ -27,11 +27,13 @@ from ..errors import ConfigError, ProviderConnectionError
 from ..limits import ConcurrencyController, RateLimiter, RetryPolicy
 from ..limits.controller import default_controller
 from ..limits.rate import default_rate_limiter
-from ..sim import SimConfig, SimProvider
 from ._http import check_response, parse_or_malformed
 from .gateway import Gateway
 from .transport import create_client
 from .types import Completion, Messages, as_messages
+
+if TYPE_CHECKING:
+    from ..sim import SimConfig, SimProvider
 
 SIM_BASE_URL = "http://asynceval-sim/v1"
 SIM_MODEL = "asynceval-sim"
@@ -69,6 +71,8 @@ class ChatModel(ABC):
         sim_config: SimConfig | None = None,
     ) -> None:
         self.settings = settings = settings if settings is not None else Settings()
+        self.sim: SimProvider | None = None
+        """The in-process simulated provider when no base URL is set (its `stats()` are handy)."""
         base_url = base_url or settings.llm_base_url
         key = api_key if api_key is not None else settings.llm_api_key
         self._api_key = key if isinstance(key, SecretStr) or key is None else SecretStr(key)
@@ -77,8 +81,11 @@ class ChatModel(ABC):
             transport if transport is not None else settings.llm_http_transport
         )
         if base_url is None:
+            from ..sim import SimConfig, SimProvider  # only when the embedded provider is used
+
             base_url = SIM_BASE_URL
-            chosen_transport = httpx.ASGITransport(app=SimProvider(sim_config or SimConfig()))
+            self.sim = SimProvider(sim_config or SimConfig())
+            chosen_transport = httpx.ASGITransport(app=self.sim)
             model = model or settings.llm_model or SIM_MODEL
         model = model or settings.llm_model
         if not model:
