@@ -55,3 +55,51 @@ def event_log() -> Iterator[EventLog]:
     stream = io.StringIO()
     configure_logging(Settings(log_level="DEBUG"), stream=stream)
     yield EventLog(stream)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def sim_server() -> Iterator[Any]:
+    """Start `asynceval sim serve ARGS...` on a free loopback port; returns its base URL (…/v1)."""
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    processes: list[subprocess.Popen[bytes]] = []
+
+    def start(*args: str) -> str:
+        port = free_port()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "asynceval.cli", "sim", "serve", "--port", str(port), *args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        processes.append(process)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"sim serve exited: {process.stderr.read().decode()}")  # type: ignore[union-attr]
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/stats", timeout=0.5)
+                return f"http://127.0.0.1:{port}/v1"
+            except httpx.TransportError:
+                time.sleep(0.05)
+        raise RuntimeError("sim serve did not start within 15 s")
+
+    yield start
+    for process in processes:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

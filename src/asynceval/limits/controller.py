@@ -34,7 +34,9 @@ class ConcurrencyController:
 
     `async with controller.slot(agent=..., dimension=...)` waits for a slot, holds it for the block
     and frees it on exit, cancellation included. `pause(endpoint, seconds)` stops new grants for one
-    endpoint (a 429's Retry-After) without holding any slot while it waits.
+    endpoint (a 429's Retry-After) without holding any slot while it waits. Each attempt waits out
+    at most one pause: the callers a pause held back then go together, instead of one at a time
+    while each of their 429s starts the next pause (their own retries already wait Retry-After).
     """
 
     def __init__(self, limit: int) -> None:
@@ -139,11 +141,13 @@ class Slot:
                 call_id=self.call_id,
                 queue_depth=c._waiting,
             )
+            waited_out_a_pause = False
             while True:
-                while (remaining := c.cooldown_remaining(self.endpoint)) > 0:
+                if (remaining := c.cooldown_remaining(self.endpoint)) > 0:
                     await anyio.sleep(remaining)
+                    waited_out_a_pause = True
                 await c._limiter.acquire_on_behalf_of(self)
-                if c.cooldown_remaining(self.endpoint) <= 0:
+                if waited_out_a_pause or c.cooldown_remaining(self.endpoint) <= 0:
                     break
                 # A pause began while this caller queued: hand the slot on and wait it out.
                 c._limiter.release_on_behalf_of(self)

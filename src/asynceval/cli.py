@@ -1,0 +1,112 @@
+"""The `asynceval` command line.
+
+    asynceval sim serve [--port 8000] [--latency 0.05] [--fault 503=0.1] ...
+
+Mistakes a person makes (a bad option value) get one line on stderr and exit status 2, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from . import __version__
+from .sim import SimConfig, serve
+
+
+def _fault(text: str) -> tuple[int, float]:
+    status, sep, rate = text.partition("=")
+    try:
+        if not sep:
+            raise ValueError
+        return int(status), float(rate)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected STATUS=RATE such as 503=0.1, got {text!r}") from None
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="asynceval", description="Run LLM and agent evaluations under bounded concurrency."
+    )
+    parser.add_argument("--version", action="version", version=f"asynceval {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sim = commands.add_parser("sim", help="the simulated LLM provider")
+    sim_commands = sim.add_subparsers(dest="sim_command", required=True, metavar="SUBCOMMAND")
+    serve_cmd = sim_commands.add_parser(
+        "serve",
+        help="serve the simulated provider on a socket (OpenAI /v1/chat/completions, "
+        "Anthropic /v1/messages, GET /stats)",
+        description="Serve the simulated provider. Point a client at http://HOST:PORT/v1.",
+    )
+    serve_cmd.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
+    serve_cmd.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    serve_cmd.add_argument("--seed", type=int, default=0, help="seed for every random draw")
+    serve_cmd.add_argument("--latency", type=float, default=0.05, help="mean seconds per request")
+    serve_cmd.add_argument("--jitter", type=float, default=0.0, help="uniform jitter, seconds")
+    serve_cmd.add_argument(
+        "--distribution", choices=["fixed", "uniform", "exponential"], default="uniform"
+    )
+    serve_cmd.add_argument(
+        "--max-concurrency", type=int, default=None, help="server-side cap; above it: 429"
+    )
+    serve_cmd.add_argument("--rpm", type=int, default=None, help="requests per minute; over: 429")
+    serve_cmd.add_argument(
+        "--retry-after", type=float, default=1.0, help="Retry-After sent with 429/503 (seconds)"
+    )
+    serve_cmd.add_argument(
+        "--fail-first", type=int, default=0, help="fail the first N attempts of each request"
+    )
+    serve_cmd.add_argument("--fail-first-status", type=int, default=429)
+    serve_cmd.add_argument(
+        "--fault",
+        type=_fault,
+        action="append",
+        default=[],
+        metavar="STATUS=RATE",
+        help="answer STATUS with probability RATE per attempt (repeatable), e.g. 503=0.1",
+    )
+    serve_cmd.add_argument("--hang-rate", type=float, default=0.0, help="never answer")
+    serve_cmd.add_argument("--malformed-rate", type=float, default=0.0, help="200, body not JSON")
+    serve_cmd.add_argument("--truncated-rate", type=float, default=0.0, help="200, JSON cut short")
+    serve_cmd.add_argument("--log-level", default="warning", help="uvicorn's log level")
+    return parser
+
+
+def _sim_serve(args: argparse.Namespace) -> int:
+    try:
+        config = SimConfig(
+            seed=args.seed,
+            latency=args.latency,
+            latency_jitter=args.jitter,
+            latency_distribution=args.distribution,
+            max_concurrency=args.max_concurrency,
+            rpm=args.rpm,
+            retry_after=args.retry_after,
+            fail_first=args.fail_first,
+            fail_first_status=args.fail_first_status,
+            fault_rates=dict(args.fault),
+            hang_rate=args.hang_rate,
+            malformed_rate=args.malformed_rate,
+            truncated_rate=args.truncated_rate,
+        )
+    except ValueError as exc:
+        print(f"asynceval sim serve: {exc}", file=sys.stderr)
+        return 2
+    print(f"simulated provider on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
+    serve(config, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `asynceval` console script; returns the exit status."""
+    args = _parser().parse_args(argv)
+    if args.command == "sim" and args.sim_command == "serve":
+        return _sim_serve(args)
+    raise AssertionError(f"unhandled command {args.command!r}")  # argparse enforces the choices
+
+
+if __name__ == "__main__":
+    sys.exit(main())

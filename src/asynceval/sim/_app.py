@@ -1,0 +1,245 @@
+"""SimProvider: the simulated LLM provider as a raw ASGI 3 application.
+
+Routes: `POST /v1/chat/completions` (OpenAI), `POST /v1/messages` (Anthropic), `GET /stats`,
+`POST /stats/reset`. Unknown paths answer 404, wrong methods 405, unreadable bodies 400.
+
+A completion request goes through, in order: counting, the RPM cap, the concurrency cap (both
+answer 429 at once and are not in flight), then, once admitted and in flight: `fail_first`,
+`fault_rates`, `hang_rate`, the latency sleep, `malformed_rate`/`truncated_rate`, the answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections import deque
+from typing import Any
+
+import anyio
+
+from asynceval.sim._answers import answer, token_count
+from asynceval.sim._anthropic import ANTHROPIC
+from asynceval.sim._asgi import (
+    Header,
+    Receive,
+    Scope,
+    Send,
+    lifespan,
+    read_body,
+    send_response,
+    wait_for_disconnect,
+)
+from asynceval.sim._config import SimConfig
+from asynceval.sim._dialect import BadRequest, Dialect, Parsed, Usage, status_message
+from asynceval.sim._faults import Corruption, Draws
+from asynceval.sim._openai import OPENAI
+from asynceval.sim._stats import Stats
+
+_ROUTES: dict[str, Dialect] = {"/v1/chat/completions": OPENAI, "/v1/messages": ANTHROPIC}
+_RETRY_STATUSES = frozenset({429, 503, 529})
+_RPM_WINDOW = 60.0
+_MALFORMED = b"<html><body><h1>502 Bad Gateway</h1>simulated malformed body</body></html>"
+_ALLOW_POST: tuple[Header, ...] = ((b"allow", b"POST"),)
+_ALLOW_GET: tuple[Header, ...] = ((b"allow", b"GET"),)
+
+
+class SimProvider:
+    """The simulated provider: an ASGI app for `httpx.ASGITransport(app=...)` or uvicorn.
+
+    Deterministic under `config.seed`: answers depend on (seed, path, body), and each attempt's
+    faults and latency on (seed, path, body, attempt index of that body), never on arrival order.
+    Attempt indexes count admitted attempts only (cap 429s do not advance them) and survive
+    `reset_stats()`; `reset()` forgets them too. Use it from one event loop.
+    """
+
+    def __init__(self, config: SimConfig | None = None) -> None:
+        self.config = config if config is not None else SimConfig()
+        self._stats = Stats()
+        self._attempts: dict[bytes, int] = {}
+        self._admitted: deque[float] = deque()
+        self._retry_headers = _retry_headers(self.config.retry_after)
+        self._salt = b"%d:" % self.config.seed
+
+    def stats(self) -> dict[str, Any]:
+        """The `GET /stats` document: requests, statuses, in_flight, max_in_flight, tokens."""
+        return self._stats.snapshot()
+
+    def reset_stats(self) -> None:
+        """Zero the counters (`POST /stats/reset`); attempt indexes and the RPM window stay."""
+        self._stats.reset()
+
+    def reset(self) -> None:
+        """Zero the counters and forget attempt indexes and the RPM window: as good as new."""
+        self._stats.reset()
+        self._attempts.clear()
+        self._admitted.clear()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """ASGI entry point: HTTP and lifespan scopes (anything else is ignored)."""
+        if scope["type"] == "http":
+            await self._http(scope, receive, send)
+        elif scope["type"] == "lifespan":
+            await lifespan(receive, send)
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path: str = scope["path"]
+        if len(path) > 1:
+            path = path.rstrip("/")
+        method: str = scope["method"]
+        dialect = _ROUTES.get(path)
+        if dialect is not None:
+            if method != "POST":
+                await _send_json(send, 405, dialect.error(405, _not_allowed(method)), _ALLOW_POST)
+                return
+            body = await read_body(receive)
+            if body is not None:
+                await self._complete(dialect, path, body, receive, send)
+        elif path == "/stats":
+            if method != "GET":
+                await _send_json(send, 405, OPENAI.error(405, _not_allowed(method)), _ALLOW_GET)
+            else:
+                await _send_json(send, 200, self._stats.snapshot())
+        elif path == "/stats/reset":
+            if method != "POST":
+                await _send_json(send, 405, OPENAI.error(405, _not_allowed(method)), _ALLOW_POST)
+            else:
+                self._stats.reset()
+                await _send_json(send, 200, self._stats.snapshot())
+        else:
+            await _send_json(send, 404, OPENAI.error(404, f"No route for {method} {path}"))
+
+    async def _complete(
+        self, dialect: Dialect, path: str, body: bytes, receive: Receive, send: Send
+    ) -> None:
+        """Count, parse, apply the caps, then serve the request while it is in flight."""
+        stats = self._stats
+        config = self.config
+        stats.requests += 1
+        try:
+            request = json.loads(body)
+            if not isinstance(request, dict):
+                raise BadRequest("the request body must be a JSON object")
+            parsed = dialect.parse(request)
+        except BadRequest as exc:
+            await self._error(send, dialect, 400, str(exc))
+            return
+        except Exception as exc:  # not JSON, or JSON of the wrong shape
+            await self._error(send, dialect, 400, f"Could not parse the request body: {exc}")
+            return
+        now = time.monotonic()
+        if config.rpm is not None:
+            window = self._admitted
+            while window and window[0] <= now - _RPM_WINDOW:
+                window.popleft()
+            if len(window) >= config.rpm:
+                wait = max(1, math.ceil(window[0] + _RPM_WINDOW - now))
+                message = f"Simulated rate limit: {config.rpm} requests per minute"
+                await self._error(send, dialect, 429, message, _retry_headers(wait))
+                return
+        if config.max_concurrency is not None and stats.in_flight >= config.max_concurrency:
+            message = f"Simulated concurrency limit: {config.max_concurrency} requests at once"
+            await self._error(send, dialect, 429, message, self._retry_headers)
+            return
+        if config.rpm is not None:
+            self._admitted.append(now)
+        digest = hashlib.blake2b(path.encode() + b"\0" + body, digest_size=16).digest()
+        attempt = self._attempts.get(digest, 0)
+        self._attempts[digest] = attempt + 1
+        stats.enter()
+        try:
+            await self._serve(dialect, parsed, digest, attempt, receive, send)
+        finally:
+            stats.leave()
+
+    async def _serve(
+        self,
+        dialect: Dialect,
+        parsed: Parsed,
+        digest: bytes,
+        attempt: int,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        """Inject the configured faults and latency for this attempt, then answer."""
+        config = self.config
+        if attempt < config.fail_first:
+            status = config.fail_first_status
+            message = f"{status_message(status)} (attempt {attempt + 1} of {config.fail_first})"
+            await self._error(send, dialect, status, message, self._retry_for(status))
+            return
+        draws = Draws.for_attempt(config.seed, digest, attempt)
+        status_or_none = draws.fault_status(config.fault_rates)
+        if status_or_none is not None:
+            status = status_or_none
+            await self._error(
+                send, dialect, status, status_message(status), self._retry_for(status)
+            )
+            return
+        if draws.hang < config.hang_rate:
+            await wait_for_disconnect(receive)
+            return
+        delay = draws.delay(config)
+        if delay > 0:
+            await anyio.sleep(delay)
+        corruption = draws.corruption(config)
+        if corruption is Corruption.MALFORMED:
+            self._stats.record(200)
+            await send_response(send, 200, _MALFORMED)
+            return
+        try:
+            reply = answer(parsed.turn, salt=self._salt + digest)
+        except Exception as exc:  # a schema the generator cannot satisfy
+            await self._error(send, dialect, 400, f"The simulator cannot answer this: {exc!r}")
+            return
+        per_char = config.tokens_per_char
+        usage = Usage(
+            token_count(parsed.prompt_chars, per_char), token_count(reply.chars(), per_char)
+        )
+        ident = f"{digest.hex()[:24]}{attempt:04x}"
+        document = dialect.render(parsed, reply, ident, int(time.time()), usage)
+        payload = json.dumps(document, separators=(",", ":")).encode()
+        if corruption is Corruption.TRUNCATED:
+            payload = payload[: len(payload) // 2]
+        else:
+            self._stats.prompt_tokens += usage.prompt
+            self._stats.completion_tokens += usage.completion
+        self._stats.record(200)
+        await send_response(send, 200, payload)
+
+    def _retry_for(self, status: int) -> tuple[Header, ...]:
+        return self._retry_headers if status in _RETRY_STATUSES else ()
+
+    async def _error(
+        self,
+        send: Send,
+        dialect: Dialect,
+        status: int,
+        message: str,
+        headers: tuple[Header, ...] = (),
+    ) -> None:
+        self._stats.record(status)
+        payload = json.dumps(dialect.error(status, message)).encode()
+        await send_response(send, status, payload, headers)
+
+
+def sim_app(config: SimConfig | None = None) -> SimProvider:
+    """A new `SimProvider` for `config` (the defaults when None)."""
+    return SimProvider(config)
+
+
+def _retry_headers(seconds: float) -> tuple[Header, ...]:
+    """`Retry-After` in seconds (decimals kept, e.g. "0.05") and `retry-after-ms`."""
+    text = f"{seconds:.3f}".rstrip("0").rstrip(".") or "0"
+    return ((b"retry-after", text.encode()), (b"retry-after-ms", b"%d" % round(seconds * 1000)))
+
+
+def _not_allowed(method: str) -> str:
+    return f"Method {method} not allowed"
+
+
+async def _send_json(
+    send: Send, status: int, document: dict[str, Any], headers: tuple[Header, ...] = ()
+) -> None:
+    await send_response(send, status, json.dumps(document).encode(), headers)

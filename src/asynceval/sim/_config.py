@@ -1,0 +1,88 @@
+"""SimConfig: every knob of the simulated provider in one frozen value."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+LatencyDistribution = Literal["fixed", "uniform", "exponential"]
+"""How a request's delay is drawn from `latency` (mean) and `latency_jitter`."""
+
+_DISTRIBUTIONS = ("fixed", "uniform", "exponential")
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    """Behaviour of a `SimProvider`: latency, caps, injected faults and token accounting.
+
+    Every probability is drawn per attempt from a hash of (seed, request body, attempt index of that
+    body), so a run is reproducible whatever order requests arrive in. Invalid values (negative
+    latency, probabilities outside [0, 1], fault rates summing above 1) raise `ValueError`.
+
+    Latency: "fixed" sleeps exactly `latency`; "uniform" sleeps `latency` ± `latency_jitter`
+    (uniformly, never below 0); "exponential" sleeps an exponential draw with mean `latency`
+    (jitter ignored). A delay of 0 does not sleep at all.
+
+    Caps: `max_concurrency` answers 429 at once (Retry-After = `retry_after`) to a request arriving
+    while that many are in flight; `rpm` answers 429 once `rpm` requests were admitted in the last
+    60 s (Retry-After = seconds until the oldest leaves the window, rounded up, at least 1).
+
+    Faults, in this order after admission: the first `fail_first` attempts of each distinct request
+    (same path and body bytes) answer `fail_first_status`; then `fault_rates` maps a status to its
+    probability per attempt; then `hang_rate` never answers (until the client goes away); after the
+    latency, `malformed_rate` sends a 200 whose body is not JSON and `truncated_rate` a 200 whose
+    JSON is cut in half. 429 and 503 answers carry `Retry-After: retry_after`.
+    """
+
+    seed: int = 0
+    latency: float = 0.05
+    latency_jitter: float = 0.0
+    latency_distribution: LatencyDistribution = "uniform"
+    max_concurrency: int | None = None
+    rpm: int | None = None
+    retry_after: float = 1.0
+    fail_first: int = 0
+    fail_first_status: int = 429
+    fault_rates: Mapping[int, float] = field(default_factory=dict)
+    hang_rate: float = 0.0
+    malformed_rate: float = 0.0
+    truncated_rate: float = 0.0
+    tokens_per_char: float = 0.25
+
+    def __post_init__(self) -> None:
+        _check(self.latency >= 0 and math.isfinite(self.latency), "latency", self.latency)
+        _check(self.latency_jitter >= 0, "latency_jitter", self.latency_jitter)
+        _check(
+            self.latency_distribution in _DISTRIBUTIONS,
+            "latency_distribution",
+            self.latency_distribution,
+        )
+        _check(
+            self.max_concurrency is None or self.max_concurrency >= 1,
+            "max_concurrency",
+            self.max_concurrency,
+        )
+        _check(self.rpm is None or self.rpm >= 1, "rpm", self.rpm)
+        _check(self.retry_after >= 0, "retry_after", self.retry_after)
+        _check(self.fail_first >= 0, "fail_first", self.fail_first)
+        _check(400 <= self.fail_first_status <= 599, "fail_first_status", self.fail_first_status)
+        for status, rate in self.fault_rates.items():
+            _check(400 <= status <= 599, "fault_rates status", status)
+            _check(0.0 <= rate <= 1.0, f"fault_rates[{status}]", rate)
+        total = sum(self.fault_rates.values())
+        _check(total <= 1.0 + 1e-9, "sum of fault_rates", total)
+        for name in ("hang_rate", "malformed_rate", "truncated_rate"):
+            rate = getattr(self, name)
+            _check(0.0 <= rate <= 1.0, name, rate)
+        corrupt = self.malformed_rate + self.truncated_rate
+        _check(corrupt <= 1.0 + 1e-9, "malformed_rate + truncated_rate", corrupt)
+        _check(self.tokens_per_char > 0, "tokens_per_char", self.tokens_per_char)
+        # A private, sorted copy: callers may not mutate the mapping under a running provider.
+        object.__setattr__(self, "fault_rates", dict(sorted(self.fault_rates.items())))
+
+
+def _check(ok: bool, name: str, value: object) -> None:
+    if not ok:
+        raise ValueError(f"SimConfig: invalid {name}: {value!r}")

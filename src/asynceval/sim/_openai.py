@@ -1,0 +1,141 @@
+"""The OpenAI chat completions dialect: `POST /v1/chat/completions` requests and responses."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from asynceval.sim._answers import Answer, ToolSpec, Turn, text_of
+from asynceval.sim._dialect import BadRequest, Dialect, Parsed, Usage, require_messages
+
+_ERRORS: dict[int, tuple[str, str | None]] = {
+    400: ("invalid_request_error", None),
+    401: ("invalid_request_error", "invalid_api_key"),
+    404: ("invalid_request_error", "not_found"),
+    405: ("invalid_request_error", "method_not_allowed"),
+    408: ("timeout", "request_timeout"),
+    429: ("requests", "rate_limit_exceeded"),
+    500: ("server_error", None),
+    502: ("server_error", "bad_gateway"),
+    503: ("server_error", "service_unavailable"),
+}
+
+
+def parse(req: Mapping[str, Any]) -> Parsed:
+    """Read a chat completions request; `BadRequest` for missing messages or `stream: true`."""
+    messages = require_messages(req)
+    if req.get("stream"):
+        raise BadRequest("the simulated provider does not stream; send 'stream': false")
+    chars = 0
+    calls = 0
+    for message in messages:
+        chars += len(text_of(message.get("content")))
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            chars += len(str(function.get("name", ""))) + len(str(function.get("arguments", "")))
+            calls += 1
+    question, results = _question(messages)
+    tools_offered = req.get("tools") or []
+    tools, force = _tools(tools_offered, req.get("tool_choice"))
+    schema, json_object = _response_format(req.get("response_format"))
+    if tools_offered:
+        chars += len(json.dumps(tools_offered))
+    if schema is not None:
+        chars += len(json.dumps(schema))
+    turn = Turn(
+        question=question,
+        tool_results=results,
+        tools=tools,
+        force_tools=force,
+        parallel_tools=req.get("parallel_tool_calls") is not False,
+        schema=schema,
+        json_object=json_object,
+        call_offset=calls,
+    )
+    return Parsed(model=str(req.get("model", "sim")), turn=turn, prompt_chars=chars)
+
+
+def render(
+    parsed: Parsed, answer: Answer, ident: str, created: int, usage: Usage
+) -> dict[str, Any]:
+    """A `chat.completion` object exactly as OpenAI shapes it."""
+    message: dict[str, Any] = {"role": "assistant", "content": answer.text, "refusal": None}
+    if answer.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": f"call_{call.index}",
+                "type": "function",
+                "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+            }
+            for call in answer.tool_calls
+        ]
+    return {
+        "id": f"chatcmpl-{ident}",
+        "object": "chat.completion",
+        "created": created,
+        "model": parsed.model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": "tool_calls" if answer.tool_calls else "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": usage.prompt,
+            "completion_tokens": usage.completion,
+            "total_tokens": usage.prompt + usage.completion,
+        },
+    }
+
+
+def error(status: int, message: str) -> dict[str, Any]:
+    """An OpenAI error body: `{"error": {"message", "type", "param", "code"}}`."""
+    kind, code = _ERRORS.get(
+        status, ("server_error" if status >= 500 else "invalid_request_error", None)
+    )
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+def _question(messages: list[Mapping[str, Any]]) -> tuple[str, tuple[str, ...]]:
+    """The last user message's text and the tool results sent after it."""
+    results: list[str] = []
+    for message in reversed(messages):
+        role = message.get("role")
+        if role == "tool":
+            results.append(text_of(message.get("content")))
+        elif role == "user":
+            return text_of(message.get("content")), tuple(reversed(results))
+    return "", tuple(reversed(results))
+
+
+def _tools(offered: Any, choice: Any) -> tuple[tuple[ToolSpec, ...], bool]:
+    """The function tools `choice` still allows, and whether it forces a call."""
+    if not isinstance(offered, list) or choice == "none":
+        return (), False
+    tools = []
+    for tool in offered:
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        if isinstance(function, Mapping) and "name" in function:
+            tools.append(ToolSpec(str(function["name"]), function.get("parameters") or {}))
+    if isinstance(choice, Mapping):
+        name = (choice.get("function") or {}).get("name")
+        return tuple(t for t in tools if t.name == name), True
+    return tuple(tools), choice == "required"
+
+
+def _response_format(fmt: Any) -> tuple[Any, bool]:
+    """The requested JSON schema (or None) and whether a bare JSON object is wanted."""
+    if not isinstance(fmt, Mapping):
+        return None, False
+    if fmt.get("type") == "json_schema":
+        spec = fmt.get("json_schema") or {}
+        schema = spec.get("schema") if isinstance(spec, Mapping) else None
+        return (schema, False) if isinstance(schema, Mapping) else (None, True)
+    return None, fmt.get("type") == "json_object"
+
+
+OPENAI = Dialect(parse=parse, render=render, error=error)
+"""The OpenAI chat completions dialect."""
