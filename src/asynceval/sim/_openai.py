@@ -23,7 +23,11 @@ _ERRORS: dict[int, tuple[str, str | None]] = {
 
 
 def parse(req: Mapping[str, Any]) -> Parsed:
-    """Read a chat completions request; `BadRequest` for missing messages or `stream: true`."""
+    """Read a chat completions request; `BadRequest` for missing messages or `stream: true`.
+
+    Prompt size counts message texts, earlier tool calls, and the JSON of `tools` and of the
+    requested schema (models read those too).
+    """
     messages = require_messages(req)
     if req.get("stream"):
         raise BadRequest("the simulated provider does not stream; send 'stream': false")

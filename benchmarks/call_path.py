@@ -1,0 +1,193 @@
+"""Cost of the LLM call path, measured side by side with bare clients in one run.
+
+(a) CPU per call of the full path (rate limiter off, controller + retry + events to a file) over the
+    in-process simulated provider at zero latency, as a ratio to a bare httpx call on the same
+    transport.
+(b) N calls, fixed latency, limit L, over real loopback HTTP against `asynceval sim serve` in a
+    subprocess: efficiency = ideal / wall, ideal = N * latency / L, for the full path and for bare
+    anyio loops on the fastest transport (httpx over aiohttp) and on stock httpx.
+
+    python benchmarks/call_path.py            # defaults: N=5000, latency 0.05 s, limit 50
+    python benchmarks/call_path.py --calls 2000 --rounds 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+import httpx
+from httpx_aiohttp import AiohttpTransport
+
+from asynceval import ConcurrencyController, OpenAIChatModel, Settings, configure_logging
+from asynceval.sim import SimConfig, SimProvider
+
+BODY = {"model": "sim", "messages": [{"role": "user", "content": "What is 2 + 2?"}]}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def run_workers(calls: int, workers: int, one_call: Callable[[], Awaitable[object]]) -> float:
+    """`workers` tasks share `calls` requests; returns wall seconds."""
+    remaining = calls
+
+    async def worker() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            await one_call()
+
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for _ in range(workers):
+            tg.start_soon(worker)
+    return time.perf_counter() - started
+
+
+async def engine_calls(calls: int, limit: int, model: OpenAIChatModel) -> float:
+    """All calls started at once, the controller doing the limiting (how users call it)."""
+
+    async def one(index: int) -> None:
+        await model.generate("What is 2 + 2?", agent="bench", dimension=f"d{index % 10}")
+
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for index in range(calls):
+            tg.start_soon(one, index)
+    return time.perf_counter() - started
+
+
+async def cpu_per_call(calls: int, events_path: Path) -> dict[str, float]:
+    """(a): process CPU seconds per call, bare httpx vs the full path, zero latency in process."""
+    results: dict[str, float] = {}
+    sim = SimProvider(SimConfig(latency=0))
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=sim), base_url="http://sim/v1/"
+    ) as client:
+
+        async def bare() -> None:
+            (await client.post("chat/completions", json=BODY)).raise_for_status()
+
+        await run_workers(200, 50, bare)
+        cpu = time.process_time()
+        await run_workers(calls, 50, bare)
+        results["bare_httpx_us"] = (time.process_time() - cpu) / calls * 1e6
+
+    configure_logging(Settings(log_file=str(events_path)))
+    model = OpenAIChatModel(
+        controller=ConcurrencyController(50), sim_config=SimConfig(latency=0), settings=Settings()
+    )
+    async with model:
+        await engine_calls(200, 50, model)
+        cpu = time.process_time()
+        await engine_calls(calls, 50, model)
+        results["full_path_us"] = (time.process_time() - cpu) / calls * 1e6
+    results["ratio"] = results["full_path_us"] / results["bare_httpx_us"]
+    return results
+
+
+async def loopback(
+    calls: int, limit: int, latency: float, base_url: str, events_path: Path
+) -> dict[str, float]:
+    """(b): efficiency over real loopback HTTP for each client, measured in turn."""
+    ideal = calls * latency / limit
+    results: dict[str, float] = {}
+
+    for name, transport in (("bare_aiohttp", "aiohttp"), ("bare_httpx_stock", "httpx")):
+        limits = httpx.Limits(max_connections=limit, max_keepalive_connections=limit)
+        async with httpx.AsyncClient(
+            base_url=base_url + "/",
+            limits=limits,
+            timeout=None,
+            transport=AiohttpTransport(limits=limits) if transport == "aiohttp" else None,
+        ) as client:
+
+            async def bare(client: httpx.AsyncClient = client) -> None:
+                response = await client.post("chat/completions", json=BODY)
+                response.raise_for_status()
+                response.json()
+
+            await run_workers(limit * 2, limit, bare)  # warm the pool
+            results[name] = ideal / await run_workers(calls, limit, bare)
+
+    configure_logging(Settings(log_file=str(events_path)))
+    for name, transport in (("asynceval_aiohttp", "aiohttp"), ("asynceval_httpx_stock", "httpx")):
+        model = OpenAIChatModel(
+            "sim",
+            base_url=base_url,
+            controller=ConcurrencyController(limit),
+            transport=transport,  # type: ignore[arg-type]
+            settings=Settings(),
+        )
+        async with model:
+            await engine_calls(limit * 2, limit, model)
+            results[name] = ideal / await engine_calls(calls, limit, model)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=5000)
+    parser.add_argument("--cpu-calls", type=int, default=3000)
+    parser.add_argument("--limit", type=int, default=50)
+    parser.add_argument("--latency", type=float, default=0.05)
+    parser.add_argument("--rounds", type=int, default=2, help="repeat (b), report each round")
+    args = parser.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="asynceval-bench-"))
+    cpu = anyio.run(cpu_per_call, args.cpu_calls, tmp / "events-cpu.jsonl")
+    print(f"(a) CPU per call, in-process sim, zero latency, {args.cpu_calls} calls")
+    print(f"    bare httpx (ASGI transport)   {cpu['bare_httpx_us']:8.1f} us")
+    print(f"    full path (limit+retry+events) {cpu['full_path_us']:7.1f} us")
+    print(f"    ratio full / bare              {cpu['ratio']:7.2f}")
+
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "asynceval.cli", "sim", "serve", "--port", str(port),
+         "--latency", str(args.latency), "--distribution", "fixed"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ},
+    )  # fmt: skip
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        for _ in range(100):
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/stats", timeout=0.5)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        ideal = args.calls * args.latency / args.limit
+        print(
+            f"(b) {args.calls} calls, {args.latency * 1000:.0f} ms, limit {args.limit}, loopback "
+            f"HTTP; ideal {ideal:.2f} s; efficiency = ideal / wall"
+        )
+        for round_no in range(1, args.rounds + 1):
+            events_path = tmp / f"events-loopback-{round_no}.jsonl"
+            res = anyio.run(loopback, args.calls, args.limit, args.latency, base_url, events_path)
+            line = "  ".join(f"{k} {v:.3f}" for k, v in res.items())
+            print(f"    round {round_no}: {line}")
+            print(
+                f"    round {round_no}: asynceval / best bare = "
+                f"{res['asynceval_aiohttp'] / res['bare_aiohttp']:.3f}"
+            )
+        stats = httpx.get(f"http://127.0.0.1:{port}/stats").json()
+        print(f"    provider: {json.dumps({k: stats[k] for k in ('requests', 'max_in_flight')})}")
+    finally:
+        server.terminate()
+        server.wait()
+
+
+if __name__ == "__main__":
+    main()
