@@ -101,12 +101,18 @@ async def cpu_per_call(calls: int, events_path: Path) -> dict[str, float]:
 
 async def loopback(
     calls: int, limit: int, latency: float, base_url: str, events_path: Path
-) -> dict[str, float]:
-    """(b): efficiency over real loopback HTTP for each client, measured in turn."""
+) -> dict[str, tuple[float, float]]:
+    """(b): (efficiency, client CPU us per call) over real loopback HTTP for each client in turn."""
     ideal = calls * latency / limit
-    results: dict[str, float] = {}
+    results: dict[str, tuple[float, float]] = {}
 
-    for name, transport in (("bare_aiohttp", "aiohttp"), ("bare_httpx_stock", "httpx")):
+    async def measure(name: str, run: Callable[[int], Awaitable[float]]) -> None:
+        await run(limit * 2)  # warm the pool
+        cpu = time.process_time()
+        wall = await run(calls)
+        results[name] = (ideal / wall, (time.process_time() - cpu) / calls * 1e6)
+
+    for name, transport in (("bare aiohttp", "aiohttp"), ("bare stock httpx", "httpx")):
         limits = httpx.Limits(max_connections=limit, max_keepalive_connections=limit)
         async with httpx.AsyncClient(
             base_url=base_url + "/",
@@ -120,11 +126,10 @@ async def loopback(
                 response.raise_for_status()
                 response.json()
 
-            await run_workers(limit * 2, limit, bare)  # warm the pool
-            results[name] = ideal / await run_workers(calls, limit, bare)
+            await measure(name, lambda n: run_workers(n, limit, bare))
 
     configure_logging(Settings(log_file=str(events_path)))
-    for name, transport in (("asynceval_aiohttp", "aiohttp"), ("asynceval_httpx_stock", "httpx")):
+    for name, transport in (("asynceval aiohttp", "aiohttp"), ("asynceval stock httpx", "httpx")):
         model = OpenAIChatModel(
             "sim",
             base_url=base_url,
@@ -133,8 +138,15 @@ async def loopback(
             settings=Settings(),
         )
         async with model:
-            await engine_calls(limit * 2, limit, model)
-            results[name] = ideal / await engine_calls(calls, limit, model)
+
+            async def call(model: OpenAIChatModel = model) -> None:
+                await model.generate("What is 2 + 2?", agent="bench", dimension="d")
+
+            await measure(name + ", 50 workers", lambda n: run_workers(n, limit, call))
+            if transport == "aiohttp":
+                await measure(
+                    name + ", all at once", lambda n, model=model: engine_calls(n, limit, model)
+                )
     return results
 
 
@@ -176,11 +188,14 @@ def main() -> None:
         for round_no in range(1, args.rounds + 1):
             events_path = tmp / f"events-loopback-{round_no}.jsonl"
             res = anyio.run(loopback, args.calls, args.limit, args.latency, base_url, events_path)
-            line = "  ".join(f"{k} {v:.3f}" for k, v in res.items())
-            print(f"    round {round_no}: {line}")
+            print(f"    round {round_no}:  efficiency  client CPU/call")
+            for name, (efficiency, cpu_us) in res.items():
+                print(f"      {name:<34} {efficiency:6.3f}  {cpu_us:8.1f} us")
+            best = res["bare aiohttp"][0]
             print(
-                f"    round {round_no}: asynceval / best bare = "
-                f"{res['asynceval_aiohttp'] / res['bare_aiohttp']:.3f}"
+                f"      asynceval / best bare: 50 workers "
+                f"{res['asynceval aiohttp, 50 workers'][0] / best:.3f}, all at once "
+                f"{res['asynceval aiohttp, all at once'][0] / best:.3f}"
             )
         stats = httpx.get(f"http://127.0.0.1:{port}/stats").json()
         print(f"    provider: {json.dumps({k: stats[k] for k in ('requests', 'max_in_flight')})}")

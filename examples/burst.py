@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 
 from asynceval import ConcurrencyController, OpenAIChatModel, Settings, configure_logging
 
@@ -44,17 +45,22 @@ def replay(path: Path, since: int) -> tuple[int, list[float], int]:
     return peak, waits, retries
 
 
-async def main() -> None:
-    overrides = {} if os.environ.get("LOG_FILE") else {"log_file": "results/burst-events.jsonl"}
+def main() -> None:
+    overrides: dict[str, object] = {}
+    if not os.environ.get("LOG_FILE"):
+        overrides["log_file"] = "results/burst-events.jsonl"
     if "MAX_CONCURRENT_LLM_CALLS" not in os.environ:
-        overrides["max_concurrent_llm_calls"] = 5  # type: ignore[assignment]
-    settings = Settings(**overrides)  # type: ignore[arg-type]
+        overrides["max_concurrent_llm_calls"] = 5
+    settings = Settings(**overrides)
     log_path = Path(settings.log_file or "")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.touch()
     lines_before = len(log_path.read_text().splitlines())
     configure_logging(settings)
+    anyio.run(burst, settings, log_path, lines_before)
 
+
+async def burst(settings: Settings, log_path: Path, lines_before: int) -> None:
     controller = ConcurrencyController.from_settings(settings)
     opinions: dict[tuple[str, str], str] = {}
     async with OpenAIChatModel(settings=settings, controller=controller) as model:
@@ -78,7 +84,7 @@ async def main() -> None:
         wall = time.perf_counter() - started
         provider = model.sim.stats() if model.sim is not None else None
 
-    peak, waits, retries = replay(log_path, lines_before)
+    peak, waits, retries = await anyio.to_thread.run_sync(replay, log_path, lines_before)
     print(f"provider        : {model.base_url} (model {model.model})")
     print(f"calls           : {len(opinions)} of {len(AGENTS) * len(DIMENSIONS)} answered")
     print(f"limit           : {controller.limit} (MAX_CONCURRENT_LLM_CALLS)")
@@ -95,4 +101,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    main()

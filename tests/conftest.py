@@ -42,7 +42,9 @@ class EventLog:
 
 
 @pytest.fixture(autouse=True)
-def clean_settings_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+def clean_settings_env(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """Tests see no setting from the machine's environment or a stray .env."""
     for name in SETTING_VARS:
         monkeypatch.delenv(name, raising=False)
@@ -50,11 +52,11 @@ def clean_settings_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest
 
 
 @pytest.fixture(autouse=True)
-def event_log() -> Iterator[EventLog]:
+def event_log() -> EventLog:
     """Every test's events go to a buffer it can read, at DEBUG."""
     stream = io.StringIO()
     configure_logging(Settings(log_level="DEBUG"), stream=stream)
-    yield EventLog(stream)
+    return EventLog(stream)
 
 
 def free_port() -> int:

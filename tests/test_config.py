@@ -60,7 +60,7 @@ def test_bad_values_name_the_variable_and_value(overrides: dict[str, object], me
 
 def test_bad_env_value_is_reported_under_its_env_name(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LLM_CALL_TIMEOUT", "soon")
-    with pytest.raises(ConfigError, match="LLM_CALL_TIMEOUT should be a valid number.*'soon'"):
+    with pytest.raises(ConfigError, match=r"LLM_CALL_TIMEOUT should be a valid number.*'soon'"):
         Settings()
 
 

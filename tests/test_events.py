@@ -17,7 +17,12 @@ from .conftest import EventLog
 def test_events_are_json_lines_with_level_and_utc_timestamp(event_log: EventLog) -> None:
     events.queueing(agent="judge-1", dimension="accuracy", call_id="c1", queue_depth=1)
     events.retry(
-        agent="judge-1", dimension="d", call_id="c1", attempt=1, status_code=429, delay_s=1.2,
+        agent="judge-1",
+        dimension="d",
+        call_id="c1",
+        attempt=1,
+        status_code=429,
+        delay_s=1.2,
         error="HTTP 429",
     )
     first, second = event_log.all()
@@ -41,7 +46,9 @@ def test_secrets_never_reach_a_line_in_either_format() -> None:
     register_secret(SecretStr("my-registered-secret-value"))
     for fmt in ("json", "console"):
         stream = io.StringIO()
-        configure_logging(Settings(log_format=fmt, llm_api_key="sk-settings-key-abcdef"), stream=stream)
+        configure_logging(
+            Settings(log_format=fmt, llm_api_key="sk-settings-key-abcdef"), stream=stream
+        )
         events.emit(
             "probe",
             api_key="plain-key-value",
@@ -54,8 +61,13 @@ def test_secrets_never_reach_a_line_in_either_format() -> None:
         )
         out = stream.getvalue()
         for leaked in (
-            "plain-key-value", "abcdefghijkl", "sk-settings-key-abcdef", "my-registered-secret-value",
-            "zyxwvutsrqpo", "hidden-in-secretstr", "another-key-value",
+            "plain-key-value",
+            "abcdefghijkl",
+            "sk-settings-key-abcdef",
+            "my-registered-secret-value",
+            "zyxwvutsrqpo",
+            "hidden-in-secretstr",
+            "another-key-value",
         ):
             assert leaked not in out, (fmt, leaked, out)
         assert "12" in out and "json" in out

@@ -23,7 +23,9 @@ def _fault(text: str) -> tuple[int, float]:
             raise ValueError
         return int(status), float(rate)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected STATUS=RATE such as 503=0.1, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected STATUS=RATE such as 503=0.1, got {text!r}"
+        ) from None
 
 
 def _parser() -> argparse.ArgumentParser:

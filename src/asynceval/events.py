@@ -13,9 +13,11 @@ strings shaped like bearer tokens or API keys.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import IO, Any, TextIO
@@ -48,6 +50,7 @@ _SECRET_KEY = re.compile(
 _SECRET_VALUE = re.compile(
     r"(?:Bearer|Basic)\s+[A-Za-z0-9._~+/=\-]{6,}|\bsk-[A-Za-z0-9_\-]{8,}|\bxox[abp]-[A-Za-z0-9\-]{8,}"
 )
+_SECRET_MARKERS = ("Bearer", "Basic", "sk-", "xox")
 _LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
 
 _secrets: set[str] = set()
@@ -60,45 +63,102 @@ def register_secret(value: str | SecretStr | None) -> None:
     """Make sure `value` is blanked wherever it appears in an event, even inside a longer string."""
     raw = value.get_secret_value() if isinstance(value, SecretStr) else value
     if raw and len(raw) >= 4:
-        _secrets.add(raw)
+        # Also the form JSON writes it in (escaped quotes, backslashes, non-ASCII).
+        _secrets.update({raw, json.dumps(raw)[1:-1]})
 
 
-def _redact_value(value: Any) -> Any:
-    if isinstance(value, str):
-        for secret in _secrets:
-            if secret in value:
-                value = value.replace(secret, REDACTED)
-        return _SECRET_VALUE.sub(REDACTED, value)
+# Fields asynceval writes itself: their names are not secret-looking, so the key check skips them
+# (their values are still scrubbed on the rendered line).
+_OWN_FIELDS = frozenset(
+    (
+        "event",
+        "level",
+        "timestamp",
+        "agent",
+        "dimension",
+        "call_id",
+        "queue_depth",
+        "active_slots",
+        "wait_s",
+        "held_s",
+        "attempt",
+        "status_code",
+        "delay_s",
+        "timeout_s",
+        "attempts",
+        "elapsed_s",
+        "error",
+        "task_id",
+        "repeat_idx",
+        "status",
+        "termination_reason",
+        "duration_s",
+        "n_tasks",
+        "counts",
+    )
+)
+
+
+def _redact_structure(value: Any) -> Any:
     if isinstance(value, SecretStr):
         return REDACTED
     if isinstance(value, Mapping):
         return {
-            key: REDACTED if _SECRET_KEY.search(str(key)) else _redact_value(item)
+            key: REDACTED if _SECRET_KEY.search(str(key)) else _redact_structure(item)
             for key, item in value.items()
         }
     if isinstance(value, list | tuple | set | frozenset):
-        return [_redact_value(item) for item in value]
+        return [_redact_structure(item) for item in value]
     return value
 
 
 def redact_secrets(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
-    """structlog processor: blank every secret in the event, at any depth."""
+    """structlog processor: blank values under secret-looking keys at any depth, and SecretStrs."""
     for key, value in event_dict.items():
+        if key in _OWN_FIELDS:
+            continue
         if _SECRET_KEY.search(key):
             event_dict[key] = REDACTED
-        elif not isinstance(value, int | float | bool | None):
-            event_dict[key] = _redact_value(value)
+        elif not isinstance(value, str | int | float | bool | None):
+            event_dict[key] = _redact_structure(value)
     return event_dict
 
 
-def _add_level(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
-    event_dict["level"] = "WARNING" if method_name == "warn" else method_name.upper()
-    return event_dict
+def scrub_line(line: str) -> str:
+    """Blank registered secrets and bearer/API-key shaped strings anywhere in a rendered line."""
+    for secret in _secrets:
+        if secret in line:
+            line = line.replace(secret, REDACTED)
+    if any(marker in line for marker in _SECRET_MARKERS):  # skip the regex on most lines
+        line = _SECRET_VALUE.sub(REDACTED, line)
+    return line
 
 
-def _event_first(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
-    """Put event, level and timestamp first on the line, where a reader looks for them."""
-    head = {key: event_dict.pop(key) for key in ("event", "level", "timestamp") if key in event_dict}
+class _ScrubbingRenderer:
+    """Wraps the final renderer so that nothing it writes escapes `scrub_line`."""
+
+    def __init__(self, renderer: Processor) -> None:
+        self.renderer = renderer
+
+    def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> str:
+        return scrub_line(str(self.renderer(logger, method_name, event_dict)))
+
+
+_stamp_cache: tuple[int, str] = (-1, "")
+
+
+def _head(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+    """Add level and an ISO 8601 UTC timestamp, and put event, level and timestamp first."""
+    global _stamp_cache
+    now = time.time()
+    second = int(now)
+    if _stamp_cache[0] != second:
+        _stamp_cache = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    head = {
+        "event": event_dict.pop("event", None),
+        "level": "WARNING" if method_name == "warn" else method_name.upper(),
+        "timestamp": f"{_stamp_cache[1]}.{int((now - second) * 1e6):06d}Z",
+    }
     head.update(event_dict)
     return head
 
@@ -129,12 +189,10 @@ def configure_logging(settings: Settings | None = None, *, stream: TextIO | None
             wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[settings.log_level]),
             processors=[
                 merge_contextvars,
-                _add_level,
-                structlog.processors.TimeStamper(fmt="iso", utc=True),
+                _head,
                 structlog.processors.format_exc_info,
                 redact_secrets,
-                _event_first,
-                renderer,
+                _ScrubbingRenderer(renderer),
             ],
         )
         if previous is not None and previous is not stream:
@@ -282,4 +340,3 @@ def task_finished(
         duration_s=round(duration_s, 6),
         **fields,
     )
-

@@ -61,7 +61,10 @@ def test_openai_style_messages_become_messages_api_shape() -> None:
 async def test_chat_with_system_prompt_and_usage(event_log: EventLog) -> None:
     async with model_for(SimConfig(latency=0)) as model:
         completion = await model.generate(
-            [{"role": "system", "content": "Answer with a number."}, {"role": "user", "content": "What is 6 * 7?"}],
+            [
+                {"role": "system", "content": "Answer with a number."},
+                {"role": "user", "content": "What is 6 * 7?"},
+            ],
             agent="solver",
         )
     assert completion.text == "42" and completion.finish_reason == "end_turn"
@@ -81,7 +84,10 @@ async def test_tool_use_round_trip() -> None:
                     "role": "assistant",
                     "content": None,
                     "tool_calls": [
-                        {"id": call.id, "function": {"name": call.name, "arguments": call.raw_arguments}}
+                        {
+                            "id": call.id,
+                            "function": {"name": call.name, "arguments": call.raw_arguments},
+                        }
                     ],
                 },
                 {"role": "tool", "tool_call_id": call.id, "content": "minus four degrees"},
@@ -94,13 +100,19 @@ async def test_tool_use_round_trip() -> None:
 async def test_json_schema_is_served_through_a_forced_tool() -> None:
     schema = {
         "type": "object",
-        "properties": {"score": {"type": "number", "minimum": 1, "maximum": 5}, "why": {"type": "string"}},
+        "properties": {
+            "score": {"type": "number", "minimum": 1, "maximum": 5},
+            "why": {"type": "string"},
+        },
         "required": ["score", "why"],
     }
     async with model_for(SimConfig(latency=0)) as model:
         completion = await model.generate(
             "Rate it.",
-            response_format={"type": "json_schema", "json_schema": {"name": "rating", "schema": schema}},
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "rating", "schema": schema},
+            },
         )
     data = completion.json()
     assert 1 <= data["score"] <= 5 and isinstance(data["why"], str)

@@ -27,11 +27,11 @@ async def test_200_calls_at_limit_5_never_exceed_5_in_flight(
         "sim", base_url=base_url, api_key="sk-loopback-secret-000", controller=controller,
         settings=Settings(), transport=transport,
     )  # fmt: skip
-    async with model:
-        async with anyio.create_task_group() as tg:
-            for index in range(200):
-                tg.start_soon(model.generate, f"What is {index} + 1?")
-    stats = httpx.get(base_url.removesuffix("/v1") + "/stats").json()
+    async with model, anyio.create_task_group() as tg:
+        for index in range(200):
+            tg.start_soon(model.generate, f"What is {index} + 1?")
+    async with httpx.AsyncClient() as client:
+        stats = (await client.get(base_url.removesuffix("/v1") + "/stats")).json()
     assert stats["requests"] == 200 and stats["statuses"] == {"200": 200}
     assert stats["max_in_flight"] == 5  # the provider's own count (SC-002 from the outside)
     assert event_log.max_in_flight() == 5  # replaying acquired/released (SC-002 from the log)

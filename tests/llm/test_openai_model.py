@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import anyio
@@ -247,15 +248,13 @@ async def test_api_key_never_reaches_the_event_log(event_log: EventLog) -> None:
     )
     async with model:
         for index in range(10):
-            try:
+            with contextlib.suppress(LLMCallFailed):
                 await model.generate(f"q{index}")
-            except LLMCallFailed:
-                pass
     text = event_log.stream.getvalue()
     assert event_log.named("retry") and secret not in text
     assert secret not in repr(model)
 
 
 def test_a_base_url_without_a_model_name_is_a_clear_error() -> None:
-    with pytest.raises(ValueError, match="no model name .* pass model= or set LLM_MODEL"):
+    with pytest.raises(ValueError, match=r"no model name .* pass model= or set LLM_MODEL"):
         OpenAIChatModel(base_url="http://127.0.0.1:9/v1")

@@ -45,7 +45,7 @@ async def test_sync_and_async_callers_share_one_limit(event_log: EventLog) -> No
 
 async def test_generate_sync_on_the_event_loop_thread_is_refused() -> None:
     async with OpenAIChatModel(sim_config=SimConfig(latency=0)) as model:
-        with pytest.raises(RuntimeError, match="event loop thread.*await model.generate"):
+        with pytest.raises(RuntimeError, match=r"event loop thread.*await model.generate"):
             model.generate_sync("hi")
 
 
@@ -55,7 +55,7 @@ async def test_generate_sync_from_a_plain_thread_says_what_to_do() -> None:
     def plain() -> None:
         try:
             model.generate_sync("hi")
-        except BaseException as exc:  # noqa: BLE001 (recorded for the assertion)
+        except BaseException as exc:
             errors.append(exc)
 
     async with OpenAIChatModel(sim_config=SimConfig(latency=0)) as model:

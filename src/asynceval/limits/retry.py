@@ -30,7 +30,7 @@ def is_retryable(exc: BaseException) -> bool:
     return isinstance(exc, Exception) and bool(getattr(exc, "retryable", False))
 
 
-class wait_backoff_or_retry_after(wait_base):  # noqa: N801 (tenacity's naming for waits)
+class wait_backoff_or_retry_after(wait_base):
     """tenacity wait: the exponential-with-jitter delay, raised to the error's `retry_after`, capped."""
 
     def __init__(self, backoff: wait_base, max_delay: float) -> None:

@@ -27,7 +27,9 @@ def _text_of(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-def to_anthropic_messages(messages: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
+def to_anthropic_messages(
+    messages: list[dict[str, Any]],
+) -> tuple[str | None, list[dict[str, Any]]]:
     """(system, messages) in the Messages API shape, from OpenAI-style messages."""
     system: list[str] = []
     out: list[dict[str, Any]] = []

@@ -96,12 +96,15 @@ class ChatModel(ABC):
         self._rate_limiter = rate_limiter
         self._gateway: Gateway | None = None
         limit = controller.limit if controller is not None else settings.max_concurrent_llm_calls
+        headers = self._headers(self._api_key.get_secret_value() if self._api_key else None)
         self._client = create_client(
             base_url=self.base_url + "/",
             limit=limit,
             transport=chosen_transport,
-            headers=self._headers(self._api_key.get_secret_value() if self._api_key else None),
+            headers={"content-type": "application/json", **headers},
         )
+        # Absolute once, so httpx need not merge a relative path into base_url on every call.
+        self._url = httpx.URL(f"{self.base_url}/{self.path}")
 
     @abstractmethod
     def _headers(self, api_key: str | None) -> dict[str, str]:
@@ -158,9 +161,7 @@ class ChatModel(ABC):
 
         async def attempt() -> Completion:
             try:
-                response = await self._client.post(
-                    self.path, content=content, headers={"content-type": "application/json"}
-                )
+                response = await self._client.post(self._url, content=content)
             except httpx.TransportError as exc:
                 raise ProviderConnectionError(f"{type(exc).__name__}: {exc}") from exc
             data = check_response(response)
