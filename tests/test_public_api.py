@@ -1,0 +1,69 @@
+"""The public surface: one sorted `__all__`, every name importable from the top level."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import asynceval
+import asynceval.sim
+
+ROOT = Path(__file__).parents[1]
+
+
+def test_all_is_sorted_and_importable() -> None:
+    for module in (asynceval, asynceval.sim):
+        assert list(module.__all__) == sorted(module.__all__)
+        for name in module.__all__:
+            assert hasattr(module, name), name
+
+
+def test_contract_names_are_exported() -> None:
+    for name in (
+        "AnthropicChatModel", "ConcurrencyController", "LLMCallFailed", "OpenAIChatModel",
+        "RateLimiter", "RetryPolicy", "Settings", "configure_logging",
+    ):  # fmt: skip
+        assert name in asynceval.__all__
+
+
+def test_errors_have_one_root() -> None:
+    for name in asynceval.__all__:
+        obj = getattr(asynceval, name)
+        if isinstance(obj, type) and issubclass(obj, Exception):
+            assert issubclass(obj, asynceval.AsyncEvalError), name
+
+
+def test_readme_python_blocks_run_as_written(tmp_path: Path) -> None:
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert blocks
+    for index, code in enumerate(blocks):
+        script = tmp_path / f"readme_{index}.py"
+        script.write_text(code)
+        done = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+
+
+def test_burst_example_shows_the_limit_held(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "burst.py")],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "30 of 30 answered" in done.stdout
+    assert "max in flight   : 5 by the controller, 5 replaying" in done.stdout
+    assert "provider saw    : 5 at most in flight, 30 requests" in done.stdout
+
+
+def test_sim_serve_bad_values_get_one_line_and_exit_2() -> None:
+    for args in (["--fault", "x"], ["--fault", "503=2"], ["--latency", "-1"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "asynceval.cli", "sim", "serve", *args],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 2, args
+        assert "Traceback" not in done.stderr
+        assert done.stderr.strip().splitlines()[-1].startswith("asynceval")
