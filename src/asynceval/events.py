@@ -50,7 +50,6 @@ _SECRET_KEY = re.compile(
 _SECRET_VALUE = re.compile(
     r"(?:Bearer|Basic)\s+[A-Za-z0-9._~+/=\-]{6,}|\bsk-[A-Za-z0-9_\-]{8,}|\bxox[abp]-[A-Za-z0-9\-]{8,}"
 )
-_SECRET_MARKERS = ("Bearer", "Basic", "sk-", "xox")
 _LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
 
 _secrets: set[str] = set()
@@ -129,7 +128,8 @@ def scrub_line(line: str) -> str:
     for secret in _secrets:
         if secret in line:
             line = line.replace(secret, REDACTED)
-    if any(marker in line for marker in _SECRET_MARKERS):  # skip the regex on most lines
+    # Cheap substring checks first: most lines hold none of these, and skip the regex.
+    if "Bearer" in line or "Basic" in line or "sk-" in line or "xox" in line:
         line = _SECRET_VALUE.sub(REDACTED, line)
     return line
 
@@ -184,6 +184,7 @@ def configure_logging(settings: Settings | None = None, *, stream: TextIO | None
             renderer = structlog.dev.ConsoleRenderer(colors=_isatty(output))
         else:
             renderer = structlog.processors.JSONRenderer()
+        # bind() once: wrap_logger returns a lazy proxy that would rebuild the logger per event.
         _logger = structlog.wrap_logger(
             structlog.WriteLogger(output),
             wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[settings.log_level]),
@@ -194,7 +195,7 @@ def configure_logging(settings: Settings | None = None, *, stream: TextIO | None
                 redact_secrets,
                 _ScrubbingRenderer(renderer),
             ],
-        )
+        ).bind()
         if previous is not None and previous is not stream:
             previous.close()
 

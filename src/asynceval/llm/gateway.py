@@ -63,7 +63,6 @@ class Gateway:
         call_id = uuid.uuid4().hex[:16]
         started = anyio.current_time()
         usage = current_usage()
-        attempts = 0
 
         def on_retry(state: RetryCallState) -> None:
             error = state.outcome.exception() if state.outcome is not None else None
@@ -80,12 +79,27 @@ class Gateway:
             )
 
         try:
-            async for state in self.retry_policy.retrying(before_sleep=on_retry):
-                with state:
-                    attempts += 1
-                    completion = await self._attempt(
-                        attempt, agent, dimension, call_id, estimated_tokens
-                    )
+            # The first attempt runs outside tenacity: most calls succeed at once and need none
+            # of its machinery. A retryable failure is handed to tenacity as attempt 1's outcome,
+            # so its stop, wait and before_sleep see exactly what happened.
+            try:
+                attempts = 1
+                completion = await self._attempt(
+                    attempt, agent, dimension, call_id, estimated_tokens
+                )
+            except ProviderError as exc:
+                if not exc.retryable:
+                    raise
+                first_failure: ProviderError | None = exc
+                async for state in self.retry_policy.retrying(before_sleep=on_retry):
+                    with state:
+                        if first_failure is not None:
+                            failure, first_failure = first_failure, None
+                            raise failure
+                        attempts += 1
+                        completion = await self._attempt(
+                            attempt, agent, dimension, call_id, estimated_tokens
+                        )
         except ProviderError as exc:
             elapsed = anyio.current_time() - started
             if usage is not None:
