@@ -219,7 +219,9 @@ def main() -> None:
                 f"{res['asynceval aiohttp, 50 workers'][0] / best:.3f}, all at once "
                 f"{res['asynceval aiohttp, all at once'][0] / best:.3f}"
             )
-        print(f"    median asynceval / best bare (50 workers): {statistics.median(ratios):.3f}")
+        if ratios:
+            median = statistics.median(ratios)
+            print(f"    median asynceval / best bare (50 workers): {median:.3f}")
         stats = httpx.get(f"http://127.0.0.1:{port}/stats").json()
         print(f"    provider: {json.dumps({k: stats[k] for k in ('requests', 'max_in_flight')})}")
     finally:

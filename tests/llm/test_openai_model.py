@@ -258,3 +258,55 @@ async def test_api_key_never_reaches_the_event_log(event_log: EventLog) -> None:
 def test_a_base_url_without_a_model_name_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match=r"no model name .* pass model= or set LLM_MODEL"):
         OpenAIChatModel(base_url="http://127.0.0.1:9/v1")
+
+
+async def test_2000_calls_cancelled_at_random_leave_no_slot_held(event_log: EventLog) -> None:
+    """Cancellations land while queued, while holding a slot and while sleeping in backoff."""
+    import random
+
+    controller = ConcurrencyController(5)
+    model = OpenAIChatModel(
+        settings=Settings(retry_initial_delay=0.001, retry_max_delay=0.01, retry_max_attempts=4),
+        controller=controller,
+        sim_config=SimConfig(latency=0.001, fault_rates={503: 0.4}, retry_after=0, seed=11),
+    )
+    rng = random.Random(3)
+    cancelled = 0
+
+    async def call(index: int, deadline: float) -> None:
+        nonlocal cancelled
+        with anyio.move_on_after(deadline) as scope:
+            with contextlib.suppress(LLMCallFailed):
+                await model.generate(f"q{index}")
+        cancelled += scope.cancelled_caught
+
+    async with model:
+        async with anyio.create_task_group() as tg:
+            for index in range(2000):
+                tg.start_soon(call, index, rng.uniform(0, 1.0))
+        assert model.sim.stats()["in_flight"] == 0  # type: ignore[union-attr]
+    stats = controller.statistics()
+    assert (stats.active, stats.waiting) == (0, 0)
+    assert 100 < cancelled < 1900
+    acquired = [e["call_id"] for e in event_log.named("acquired")]
+    released = [e["call_id"] for e in event_log.named("released")]
+    assert sorted(acquired) == sorted(released)  # every slot taken was given back
+    assert event_log.named("retry")  # some calls were in backoff
+    assert event_log.max_in_flight() <= 5
+
+
+async def test_requests_per_minute_limit_applies_to_model_calls() -> None:
+    from asynceval import RateLimiter
+
+    limiter = RateLimiter(requests_per_minute=120)  # a burst of 120, then 2 per second
+    model = OpenAIChatModel(
+        controller=ConcurrencyController(50), rate_limiter=limiter, sim_config=SimConfig(latency=0)
+    )
+    async with model:
+        async with anyio.create_task_group() as tg:
+            for index in range(120):
+                tg.start_soon(model.generate, f"q{index}")
+        started = anyio.current_time()
+        await model.generate("one more")
+        waited = anyio.current_time() - started
+    assert waited >= 0.2
