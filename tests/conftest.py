@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from asynceval import Settings, configure_logging
@@ -60,48 +65,52 @@ def event_log() -> EventLog:
 
 
 def free_port() -> int:
-    import socket
-
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
+def start_sim_server(*args: str) -> tuple[str, subprocess.Popen[bytes]]:
+    """Start `asynceval sim serve ARGS...` on a free loopback port; (its base URL …/v1, process)."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "asynceval.cli", "sim", "serve", "--port", str(port), *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            stderr = process.stderr.read().decode() if process.stderr else ""
+            raise RuntimeError(f"sim serve exited: {stderr}")
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/stats", timeout=0.5)
+            return f"http://127.0.0.1:{port}/v1", process
+        except httpx.TransportError:
+            time.sleep(0.05)
+    stop_sim_server(process)
+    raise RuntimeError("sim serve did not start within 15 s")
+
+
+def stop_sim_server(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 @pytest.fixture
-def sim_server() -> Iterator[Any]:
-    """Start `asynceval sim serve ARGS...` on a free loopback port; returns its base URL (…/v1)."""
-    import subprocess
-    import sys
-    import time
-
-    import httpx
-
+def sim_server() -> Iterator[Callable[..., str]]:
+    """A factory: `sim_server(*args)` starts a server for this test and returns its base URL."""
     processes: list[subprocess.Popen[bytes]] = []
 
     def start(*args: str) -> str:
-        port = free_port()
-        process = subprocess.Popen(
-            [sys.executable, "-m", "asynceval.cli", "sim", "serve", "--port", str(port), *args],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
+        base_url, process = start_sim_server(*args)
         processes.append(process)
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise RuntimeError(f"sim serve exited: {process.stderr.read().decode()}")  # type: ignore[union-attr]
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/stats", timeout=0.5)
-                return f"http://127.0.0.1:{port}/v1"
-            except httpx.TransportError:
-                time.sleep(0.05)
-        raise RuntimeError("sim serve did not start within 15 s")
+        return base_url
 
     yield start
     for process in processes:
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_sim_server(process)

@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from typing import Annotated
 
@@ -15,40 +11,18 @@ import pytest
 from openai import AsyncOpenAI
 from pydantic import BaseModel, Field
 
+from ..conftest import start_sim_server, stop_sim_server
 from .test_schema import Criterion
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture(scope="module")
 def base_url() -> Iterator[str]:
-    """A uvicorn subprocess serving the simulator; its OpenAI base URL."""
-    port = free_port()
-    code = f"from asynceval.sim import serve, SimConfig; serve(SimConfig(latency=0.0), port={port})"
-    process = subprocess.Popen([sys.executable, "-c", code])
+    """`asynceval sim serve` in a subprocess (uvicorn on loopback); its OpenAI base URL."""
+    url, process = start_sim_server("--latency", "0")
     try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/stats", timeout=0.5).raise_for_status()
-                break
-            except httpx.HTTPError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/v1"
+        yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_sim_server(process)
 
 
 class Opinion(BaseModel):
