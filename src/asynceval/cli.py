@@ -28,6 +28,16 @@ def _fault(text: str) -> tuple[int, float]:
         ) from None
 
 
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 0..65535, got {text!r}")
+    return port
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="asynceval", description="Run LLM and agent evaluations under bounded concurrency."
@@ -44,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Serve the simulated provider. Point a client at http://HOST:PORT/v1.",
     )
     serve_cmd.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
-    serve_cmd.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    serve_cmd.add_argument("--port", type=_port, default=8000, help="port (default 8000)")
     serve_cmd.add_argument("--seed", type=int, default=0, help="seed for every random draw")
     serve_cmd.add_argument("--latency", type=float, default=0.05, help="mean seconds per request")
     serve_cmd.add_argument("--jitter", type=float, default=0.0, help="uniform jitter, seconds")
@@ -73,7 +83,12 @@ def _parser() -> argparse.ArgumentParser:
     serve_cmd.add_argument("--hang-rate", type=float, default=0.0, help="never answer")
     serve_cmd.add_argument("--malformed-rate", type=float, default=0.0, help="200, body not JSON")
     serve_cmd.add_argument("--truncated-rate", type=float, default=0.0, help="200, JSON cut short")
-    serve_cmd.add_argument("--log-level", default="warning", help="uvicorn's log level")
+    serve_cmd.add_argument(
+        "--log-level",
+        default="warning",
+        choices=["critical", "error", "warning", "info", "debug", "trace"],
+        help="uvicorn's log level",
+    )
     return parser
 
 

@@ -125,6 +125,8 @@ class Settings(BaseSettings):
         """Every setting as plain JSON values, the API key reduced to whether one is set."""
         data = self.model_dump(mode="json", exclude={"llm_api_key"})
         data["llm_api_key_set"] = self.llm_api_key is not None
+        if self.llm_base_url:  # a query string may carry a key (?key=...): keep it out
+            data["llm_base_url"] = self.llm_base_url.split("?", 1)[0]
         return data
 
 

@@ -18,6 +18,7 @@ import re
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import IO, Any, TextIO
@@ -39,6 +40,7 @@ TASK_FINISHED = "task_finished"
 QUEUEING = "queueing"
 ACQUIRED = "acquired"
 RELEASED = "released"
+CANCELLED = "cancelled"
 RETRY = "retry"
 TIMEOUT = "timeout"
 LLM_CALL_FAILED = "llm_call_failed"
@@ -52,7 +54,8 @@ _SECRET_VALUE = re.compile(
 )
 _LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
 
-_secrets: set[str] = set()
+_secrets: tuple[str, ...] = ()  # longest first, so a key inside a longer one goes whole
+_write_failures = 0
 _lock = threading.Lock()
 _logger: Any = None
 _owned_file: IO[str] | None = None
@@ -60,10 +63,12 @@ _owned_file: IO[str] | None = None
 
 def register_secret(value: str | SecretStr | None) -> None:
     """Make sure `value` is blanked wherever it appears in an event, even inside a longer string."""
+    global _secrets
     raw = value.get_secret_value() if isinstance(value, SecretStr) else value
     if raw and len(raw) >= 4:
-        # Also the form JSON writes it in (escaped quotes, backslashes, non-ASCII).
-        _secrets.update({raw, json.dumps(raw)[1:-1]})
+        with _lock:  # a new tuple, so a thread scrubbing a line never sees it change
+            # Also the form JSON writes it in (escaped quotes, backslashes, non-ASCII).
+            _secrets = tuple(sorted({*_secrets, raw, json.dumps(raw)[1:-1]}, key=len, reverse=True))
 
 
 # Fields asynceval writes itself: their names are not secret-looking, so the key check skips them
@@ -152,12 +157,13 @@ def _head(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> Eve
     global _stamp_cache
     now = time.time()
     second = int(now)
-    if _stamp_cache[0] != second:
-        _stamp_cache = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    cache = _stamp_cache  # read once: another thread may replace it
+    if cache[0] != second:
+        cache = _stamp_cache = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
     head = {
         "event": event_dict.pop("event", None),
         "level": "WARNING" if method_name == "warn" else method_name.upper(),
-        "timestamp": f"{_stamp_cache[1]}.{int((now - second) * 1e6):06d}Z",
+        "timestamp": f"{cache[1]}.{int((now - second) * 1e6):06d}Z",
     }
     head.update(event_dict)
     return head
@@ -205,6 +211,17 @@ def logging_configured() -> bool:
     return _logger is not None
 
 
+def ensure_logging(settings: Settings) -> None:
+    """`configure_logging(settings)` unless the application (or an earlier call) already did."""
+    if _logger is None:
+        configure_logging(settings)
+
+
+def write_failures() -> int:
+    """How many events could not be written (the first one also raised a RuntimeWarning)."""
+    return _write_failures
+
+
 def _isatty(stream: TextIO) -> bool:
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty())
@@ -212,8 +229,27 @@ def _isatty(stream: TextIO) -> bool:
 
 def _log() -> Any:
     if _logger is None:
-        configure_logging()
+        try:
+            configure_logging()
+        except ValueError:  # a bad setting in the environment: still write the events somewhere
+            configure_logging(Settings.model_construct())
     return _logger
+
+
+def _write(level: str, event: str, fields: dict[str, Any]) -> None:
+    """Write one event; a failure to write is counted, never raised into the call it describes."""
+    global _write_failures
+    try:
+        getattr(_log(), level)(event, **fields)
+    except Exception as exc:
+        _write_failures += 1
+        if _write_failures == 1:
+            warnings.warn(
+                f"asynceval could not write the {event!r} event ({exc!r}); "
+                "events.write_failures() counts the ones lost",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
 
 def bind_context(**values: Any) -> AbstractContextManager[None]:
@@ -228,39 +264,32 @@ def context_value(key: str) -> Any:
 
 def emit(event: str, level: str = "info", **fields: Any) -> None:
     """Write one event; prefer the named emitters below, which fix each event's fields."""
-    getattr(_log(), level)(event, **fields)
+    _write(level, event, fields)
 
 
 def queueing(*, agent: str | None, dimension: str | None, call_id: str, queue_depth: int) -> None:
-    _log().info(
-        QUEUEING, agent=agent, dimension=dimension, call_id=call_id, queue_depth=queue_depth
-    )
+    fields = {"agent": agent, "dimension": dimension, "call_id": call_id}
+    _write("info", QUEUEING, {**fields, "queue_depth": queue_depth})
 
 
 def acquired(
     *, agent: str | None, dimension: str | None, call_id: str, active_slots: int, wait_s: float
 ) -> None:
-    _log().info(
-        ACQUIRED,
-        agent=agent,
-        dimension=dimension,
-        call_id=call_id,
-        active_slots=active_slots,
-        wait_s=round(wait_s, 6),
-    )
+    fields = {"agent": agent, "dimension": dimension, "call_id": call_id}
+    _write("info", ACQUIRED, {**fields, "active_slots": active_slots, "wait_s": round(wait_s, 6)})
 
 
 def released(
     *, agent: str | None, dimension: str | None, call_id: str, active_slots: int, held_s: float
 ) -> None:
-    _log().info(
-        RELEASED,
-        agent=agent,
-        dimension=dimension,
-        call_id=call_id,
-        active_slots=active_slots,
-        held_s=round(held_s, 6),
-    )
+    fields = {"agent": agent, "dimension": dimension, "call_id": call_id}
+    _write("info", RELEASED, {**fields, "active_slots": active_slots, "held_s": round(held_s, 6)})
+
+
+def cancelled(*, agent: str | None, dimension: str | None, call_id: str, wait_s: float) -> None:
+    """A caller left the line without a slot (cancelled while queued): closes its `queueing`."""
+    fields = {"agent": agent, "dimension": dimension, "call_id": call_id}
+    _write("info", CANCELLED, {**fields, "wait_s": round(wait_s, 6)})
 
 
 def retry(
@@ -273,20 +302,14 @@ def retry(
     delay_s: float,
     error: str,
 ) -> None:
-    _log().warning(
-        RETRY,
-        agent=agent,
-        dimension=dimension,
-        call_id=call_id,
-        attempt=attempt,
-        status_code=status_code,
-        delay_s=round(delay_s, 6),
-        error=error,
-    )
+    fields = {"agent": agent, "dimension": dimension, "call_id": call_id, "attempt": attempt}
+    extra = {"status_code": status_code, "delay_s": round(delay_s, 6), "error": error}
+    _write("warning", RETRY, {**fields, **extra})
 
 
 def timeout(*, agent: str | None, dimension: str | None, call_id: str, timeout_s: float) -> None:
-    _log().warning(TIMEOUT, agent=agent, dimension=dimension, call_id=call_id, timeout_s=timeout_s)
+    fields = {"agent": agent, "dimension": dimension, "call_id": call_id}
+    _write("warning", TIMEOUT, {**fields, "timeout_s": timeout_s})
 
 
 def llm_call_failed(
@@ -299,28 +322,23 @@ def llm_call_failed(
     elapsed_s: float,
     error: str,
 ) -> None:
-    _log().error(
-        LLM_CALL_FAILED,
-        agent=agent,
-        dimension=dimension,
-        call_id=call_id,
-        status_code=status_code,
-        attempts=attempts,
-        elapsed_s=round(elapsed_s, 6),
-        error=error,
-    )
+    fields = {"agent": agent, "dimension": dimension, "call_id": call_id}
+    extra = {"status_code": status_code, "attempts": attempts, "elapsed_s": round(elapsed_s, 6)}
+    _write("error", LLM_CALL_FAILED, {**fields, **extra, "error": error})
 
 
 def run_started(*, limits: Mapping[str, Any], n_tasks: int | None, **fields: Any) -> None:
-    _log().info(RUN_STARTED, **limits, n_tasks=n_tasks, **fields)
+    _write("info", RUN_STARTED, {**limits, "n_tasks": n_tasks, **fields})
 
 
 def run_finished(*, counts: Mapping[str, int], duration_s: float, **fields: Any) -> None:
-    _log().info(RUN_FINISHED, counts=dict(counts), duration_s=round(duration_s, 6), **fields)
+    _write(
+        "info", RUN_FINISHED, {"counts": dict(counts), "duration_s": round(duration_s, 6), **fields}
+    )
 
 
 def task_started(*, task_id: str, repeat_idx: int, **fields: Any) -> None:
-    _log().info(TASK_STARTED, task_id=task_id, repeat_idx=repeat_idx, **fields)
+    _write("info", TASK_STARTED, {"task_id": task_id, "repeat_idx": repeat_idx, **fields})
 
 
 def task_finished(
@@ -332,12 +350,10 @@ def task_finished(
     duration_s: float,
     **fields: Any,
 ) -> None:
-    _log().info(
+    outcome = {"status": status, "termination_reason": termination_reason}
+    timing = {"duration_s": round(duration_s, 6)}
+    _write(
+        "info",
         TASK_FINISHED,
-        task_id=task_id,
-        repeat_idx=repeat_idx,
-        status=status,
-        termination_reason=termination_reason,
-        duration_s=round(duration_s, 6),
-        **fields,
+        {"task_id": task_id, "repeat_idx": repeat_idx, **outcome, **timing, **fields},
     )

@@ -3,6 +3,7 @@ from __future__ import annotations
 import random
 
 import anyio
+import anyio.lowlevel
 import pytest
 from anyio import wait_all_tasks_blocked
 
@@ -158,3 +159,79 @@ async def test_pause_begun_while_queued_is_honoured_and_merges() -> None:
         release.set()
     assert len(times) == 3 and min(times) >= 0.2 and max(times) < 0.5
     assert controller.statistics().active == 0
+
+
+async def test_grants_stay_first_in_first_out_across_a_pause() -> None:
+    """Callers held by a pause keep their place; those arriving during it queue behind them."""
+    controller = ConcurrencyController(1)
+    order: list[int] = []
+    release = anyio.Event()
+
+    async def holder() -> None:
+        async with controller.slot(endpoint="e"):
+            await release.wait()
+
+    async def caller(index: int) -> None:
+        async with controller.slot(endpoint="e"):
+            order.append(index)
+            await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(holder)
+        await wait_all_tasks_blocked()
+        for index in range(10):
+            tg.start_soon(caller, index)
+            await wait_all_tasks_blocked()
+        controller.pause("e", 0.1)
+        release.set()
+        await wait_all_tasks_blocked()
+        for index in range(10, 20):
+            tg.start_soon(caller, index)
+            await wait_all_tasks_blocked()
+    assert order == list(range(20))
+
+
+async def test_a_paused_endpoint_does_not_hold_back_others() -> None:
+    controller = ConcurrencyController(1)
+    order: list[str] = []
+    release = anyio.Event()
+
+    async def holder() -> None:
+        async with controller.slot(endpoint="a"):
+            await release.wait()
+
+    async def caller(name: str, endpoint: str) -> None:
+        async with controller.slot(endpoint=endpoint):
+            order.append(name)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(holder)
+        await wait_all_tasks_blocked()
+        tg.start_soon(caller, "a1", "a")
+        await wait_all_tasks_blocked()
+        tg.start_soon(caller, "b1", "b")
+        await wait_all_tasks_blocked()
+        controller.pause("a", 0.2)
+        release.set()
+    assert order == ["b1", "a1"]  # b1 came later but its endpoint was not paused
+
+
+async def test_every_queueing_ends_in_acquired_or_cancelled(event_log: EventLog) -> None:
+    controller = ConcurrencyController(1)
+    release = anyio.Event()
+
+    async def holder() -> None:
+        async with controller.slot(call_id="holder"):
+            await release.wait()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(holder)
+        await wait_all_tasks_blocked()
+        with anyio.move_on_after(0.05):
+            async with controller.slot(agent="judge", dimension="d", call_id="impatient"):
+                pass
+        release.set()
+    (cancelled,) = event_log.named("cancelled")
+    assert cancelled["call_id"] == "impatient" and cancelled["wait_s"] >= 0.04
+    assert "impatient" not in {e["call_id"] for e in event_log.named("acquired")}
+    assert controller.statistics().waiting == 0

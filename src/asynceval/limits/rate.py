@@ -111,6 +111,24 @@ class RateLimiter:
                 token_bucket.level -= charge
         return Reservation(tokens=int(charge), waited_s=anyio.current_time() - started)
 
+    def refund(self, reservation: Reservation) -> None:
+        """Give back everything an attempt took that never reached the provider."""
+        if self._requests is not None:
+            self._requests.level = min(self._requests.capacity, self._requests.level + 1.0)
+        self.settle(reservation, 0)
+
+    def available(self) -> tuple[float | None, float | None]:
+        """(requests, tokens) the buckets hold now; None for a limit that is not set."""
+        now = anyio.current_time()
+        requests, tokens = self._buckets(now)
+        for bucket in (requests, tokens):
+            if bucket is not None:
+                bucket.refill(now)
+        return (
+            requests.level if requests is not None else None,
+            tokens.level if tokens is not None else None,
+        )
+
     def settle(self, reservation: Reservation, actual_tokens: int) -> None:
         """Correct the token bucket once the provider has reported what the attempt really used."""
         if self._tokens is None:

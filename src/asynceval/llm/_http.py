@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import email.utils
 import json
+import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -16,25 +17,32 @@ from ..errors import MalformedResponse, ProviderError, RateLimited
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     """Seconds the provider asks us to wait: `retry-after-ms`, else `Retry-After` in seconds or as
     an HTTP date. None when absent or unreadable; never negative."""
-    millis = headers.get("retry-after-ms")
+    millis = _finite(headers.get("retry-after-ms"))
     if millis is not None:
-        try:
-            return max(0.0, float(millis) / 1000.0)
-        except ValueError:
-            pass
+        return max(0.0, millis / 1000.0)
     value = headers.get("retry-after")
     if value is None:
         return None
     value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
+    seconds = _finite(value)
+    if seconds is not None:
+        return max(0.0, seconds)
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+def _finite(text: str | None) -> float | None:
+    """A finite number from a header value, or None ("inf" and "nan" are not waits)."""
+    if text is None:
+        return None
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _error_message(response: httpx.Response) -> str:

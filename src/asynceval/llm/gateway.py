@@ -78,24 +78,25 @@ class Gateway:
                 error=str(error),
             )
 
+        # The first attempt runs outside tenacity: most calls succeed at once and need none of
+        # its machinery. A retryable failure is handed to tenacity as attempt 1's outcome, so its
+        # stop, wait and before_sleep see exactly what happened.
+        attempts = 1
+        first_failure: list[ProviderError] = []
         try:
-            # The first attempt runs outside tenacity: most calls succeed at once and need none
-            # of its machinery. A retryable failure is handed to tenacity as attempt 1's outcome,
-            # so its stop, wait and before_sleep see exactly what happened.
             try:
-                attempts = 1
                 completion = await self._attempt(
                     attempt, agent, dimension, call_id, estimated_tokens
                 )
             except ProviderError as exc:
                 if not exc.retryable:
                     raise
-                first_failure: ProviderError | None = exc
+                first_failure.append(exc)
+            if first_failure:
                 async for state in self.retry_policy.retrying(before_sleep=on_retry):
                     with state:
-                        if first_failure is not None:
-                            failure, first_failure = first_failure, None
-                            raise failure
+                        if first_failure:
+                            raise first_failure.pop()
                         attempts += 1
                         completion = await self._attempt(
                             attempt, agent, dimension, call_id, estimated_tokens
@@ -137,27 +138,41 @@ class Gateway:
         call_id: str,
         estimated_tokens: int,
     ) -> Completion:
-        reservation = None
-        if self.rate_limiter is not None:
-            reservation = await self.rate_limiter.acquire(estimated_tokens)
-        async with self.controller.slot(
-            agent=agent, dimension=dimension, call_id=call_id, endpoint=self.endpoint
-        ):
-            try:
-                with anyio.fail_after(self.call_timeout) as scope:
-                    completion = await attempt()
-            except TimeoutError:
-                if not scope.cancel_called:
+        limiter = self.rate_limiter
+        reservation = await limiter.acquire(estimated_tokens) if limiter is not None else None
+        sent = False
+        try:
+            async with self.controller.slot(
+                agent=agent, dimension=dimension, call_id=call_id, endpoint=self.endpoint
+            ):
+                sent = True
+                try:
+                    with anyio.fail_after(self.call_timeout) as scope:
+                        completion = await attempt()
+                except TimeoutError:
+                    if not scope.cancel_called:
+                        raise
+                    events.timeout(
+                        agent=agent,
+                        dimension=dimension,
+                        call_id=call_id,
+                        timeout_s=self.call_timeout,
+                    )
+                    raise AttemptTimeout(self.call_timeout) from None
+                except RateLimited as exc:
+                    if exc.retry_after and self.endpoint is not None:
+                        # Pause the endpoint before this slot frees, so queued callers see it;
+                        # capped like the retry delay, so a wild Retry-After cannot stall a run.
+                        pause = min(exc.retry_after, self.retry_policy.max_delay)
+                        self.controller.pause(self.endpoint, pause)
                     raise
-                events.timeout(
-                    agent=agent, dimension=dimension, call_id=call_id, timeout_s=self.call_timeout
-                )
-                raise AttemptTimeout(self.call_timeout) from None
-            except RateLimited as exc:
-                if exc.retry_after and self.endpoint is not None:
-                    # Pause the endpoint before this slot frees, so queued callers see it.
-                    self.controller.pause(self.endpoint, exc.retry_after)
-                raise
-        if reservation is not None and self.rate_limiter is not None:
-            self.rate_limiter.settle(reservation, completion.usage.total_tokens)
+        except BaseException:
+            if limiter is not None and reservation is not None:
+                if sent:
+                    limiter.settle(reservation, 0)  # the request counted; its tokens were not used
+                else:
+                    limiter.refund(reservation)  # nothing reached the provider
+            raise
+        if limiter is not None and reservation is not None:
+            limiter.settle(reservation, completion.usage.total_tokens)
         return completion

@@ -8,22 +8,24 @@ provider.
 
 from __future__ import annotations
 
-import functools
+import asyncio
+import contextlib
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
+import aiohttp
 import anyio
 import anyio.from_thread
 import httpx
-import sniffio
+from anyio.lowlevel import RunVar
 from pydantic import BaseModel, SecretStr
 
 from .. import events
 from ..config import HttpTransport, Settings
-from ..errors import ConfigError, ProviderConnectionError
+from ..errors import ConfigError, MalformedResponse, ProviderConnectionError
 from ..limits import ConcurrencyController, RateLimiter, RetryPolicy
 from ..limits.controller import default_controller
 from ..limits.rate import default_rate_limiter
@@ -38,6 +40,20 @@ if TYPE_CHECKING:
 SIM_BASE_URL = "http://asynceval-sim/v1"
 SIM_MODEL = "asynceval-sim"
 ResponseFormat = Mapping[str, Any] | type[BaseModel]
+
+
+def _checked_base_url(base_url: str) -> str:
+    """The base URL without a trailing slash; refuses what cannot work or would leak a secret."""
+    url = httpx.URL(base_url)
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ConfigError(
+            f"LLM_BASE_URL must be an http(s) URL such as https://host/v1, got {base_url!r}"
+        )
+    if url.userinfo:
+        raise ConfigError("LLM_BASE_URL must not hold credentials: set LLM_API_KEY (or api_key=)")
+    for _, value in url.params.multi_items():
+        events.register_secret(value)  # e.g. ?key=...: never written to an event
+    return base_url.rstrip("/")
 
 
 def response_format_for(model: type[BaseModel]) -> dict[str, Any]:
@@ -91,20 +107,17 @@ class ChatModel(ABC):
         if not model:
             raise ConfigError(f"no model name for {base_url}: pass model= or set LLM_MODEL")
         self.model = model
-        self.base_url = base_url.rstrip("/")
+        self.base_url = _checked_base_url(base_url)
         self._controller = controller
         self._rate_limiter = rate_limiter
+        self._transport = chosen_transport
         self._gateway: Gateway | None = None
-        limit = controller.limit if controller is not None else settings.max_concurrent_llm_calls
-        headers = self._headers(self._api_key.get_secret_value() if self._api_key else None)
-        self._client = create_client(
-            base_url=self.base_url + "/",
-            limit=limit,
-            transport=chosen_transport,
-            headers={"content-type": "application/json", **headers},
-        )
+        self._client: httpx.AsyncClient | None = None
+        # Marks the event loop run the client and gateway were built in (see `_ensure_run`).
+        self._run: RunVar[bool] = RunVar(f"asynceval_model_{id(self):x}")
         # Absolute once, so httpx need not merge a relative path into base_url on every call.
         self._url = httpx.URL(f"{self.base_url}/{self.path}")
+        events.ensure_logging(settings)
 
     @abstractmethod
     def _headers(self, api_key: str | None) -> dict[str, str]:
@@ -124,18 +137,39 @@ class ChatModel(ABC):
         """A Completion from a successful response body (KeyError etc. mean a malformed body)."""
 
     @property
-    def gateway(self) -> Gateway:
-        """The gateway this model's calls go through (built on first use, inside the event loop)."""
-        if self._gateway is None:
+    def gateway(self) -> Gateway | None:
+        """The gateway this model's calls go through (built on first use in each event loop run)."""
+        return self._gateway
+
+    async def _ensure_run(self) -> tuple[httpx.AsyncClient, Gateway]:
+        """The client and gateway for the running event loop, built anew in each new run.
+
+        A model made at the top of a notebook or script outlives one `anyio.run`: its connections
+        belong to the loop that made them, and the default controller is per run.
+        """
+        try:
+            self._run.get()
+        except LookupError:
+            await self._close_client()
             settings = self.settings
+            controller = self._controller or default_controller(settings)
+            headers = self._headers(self._api_key.get_secret_value() if self._api_key else None)
+            self._client = create_client(
+                base_url=self.base_url + "/",
+                limit=controller.limit,
+                transport=self._transport,
+                headers={"content-type": "application/json", **headers},
+            )
             self._gateway = Gateway(
-                controller=self._controller or default_controller(settings),
+                controller=controller,
                 retry_policy=RetryPolicy.from_settings(settings),
                 call_timeout=settings.llm_call_timeout,
                 rate_limiter=self._rate_limiter or default_rate_limiter(settings),
                 endpoint=self.base_url,
             )
-        return self._gateway
+            self._run.set(True)
+        assert self._client is not None and self._gateway is not None
+        return self._client, self._gateway
 
     async def generate(
         self,
@@ -159,10 +193,16 @@ class ChatModel(ABC):
         max_tokens = params.get("max_tokens") or params.get("max_completion_tokens") or 0
         estimated = len(content) // 4 + int(max_tokens)
 
+        client, gateway = await self._ensure_run()
+
         async def attempt() -> Completion:
             try:
-                response = await self._client.post(self._url, content=content)
-            except httpx.TransportError as exc:
+                response = await client.post(self._url, content=content)
+            except httpx.DecodingError as exc:
+                raise MalformedResponse(f"undecodable body: {exc}") from exc
+            except (httpx.RequestError, aiohttp.ClientError) as exc:
+                # aiohttp errors the httpx-aiohttp transport does not translate (a garbled
+                # status line or header) are connection-level failures too.
                 raise ProviderConnectionError(f"{type(exc).__name__}: {exc}") from exc
             data = check_response(response)
             completion: Completion = parse_or_malformed(
@@ -170,7 +210,7 @@ class ChatModel(ABC):
             )
             return completion
 
-        return await self.gateway.call(
+        return await gateway.call(
             attempt, agent=agent, dimension=dimension, estimated_tokens=estimated
         )
 
@@ -179,28 +219,42 @@ class ChatModel(ABC):
         sync hooks, `anyio.to_thread.run_sync`): the call hops back to the event loop and goes
         through the same controller. Calling it on the event loop thread is an error."""
         try:
-            library = sniffio.current_async_library()
-        except sniffio.AsyncLibraryNotFoundError:
-            library = None
-        if library is not None:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass  # no loop runs in this thread: good
+        else:
             raise RuntimeError(
                 "generate_sync() was called on the event loop thread, where it would block the "
                 "loop; use `await model.generate(...)` there"
             )
+        started = False
+
+        async def call() -> Completion:
+            nonlocal started
+            started = True
+            return await self.generate(messages, **kwargs)
+
         try:
-            return anyio.from_thread.run(functools.partial(self.generate, messages, **kwargs))
+            return anyio.from_thread.run(call)
         except RuntimeError as exc:
-            if "worker thread" in str(exc) or "portal" in str(exc):
-                raise RuntimeError(
-                    "generate_sync() must run in a worker thread started by anyio "
-                    "(anyio.to_thread.run_sync, as the engine does for sync code); "
-                    "from plain threads use an anyio blocking portal"
-                ) from exc
-            raise
+            if started:
+                raise
+            raise RuntimeError(
+                "generate_sync() must run in a worker thread started by anyio "
+                "(anyio.to_thread.run_sync, as the engine does for sync code); "
+                "from other threads use an anyio blocking portal"
+            ) from exc
 
     async def aclose(self) -> None:
         """Close the HTTP client and its connections."""
-        await self._client.aclose()
+        await self._close_client()
+
+    async def _close_client(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            # A client left from an earlier event loop run cannot close cleanly in this one.
+            with contextlib.suppress(Exception):
+                await client.aclose()
 
     async def __aenter__(self) -> Self:
         return self
