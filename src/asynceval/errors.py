@@ -3,6 +3,14 @@
 ```
 AsyncEvalError
 ├── ConfigError (also a ValueError)         a setting has a bad value
+├── TaskSpecError (also a ValueError)       a task (dict or JSONL line) is malformed
+├── TaskError                               a task repetition failed; each maps to a report status
+│   ├── AgentError                          agent_error
+│   ├── TaskEnvironmentError                environment_error
+│   ├── UserError                           user_error (the simulated user failed)
+│   ├── TaskTimeoutError                    task_timeout
+│   ├── SetupError                          setup_failed
+│   └── EvaluationError                     evaluation_failed
 ├── ProviderError                           one attempt of an LLM call failed
 │   ├── RateLimited                         HTTP 429
 │   ├── ProviderConnectionError             the connection failed or broke
@@ -27,6 +35,43 @@ class AsyncEvalError(Exception):
 
 class ConfigError(AsyncEvalError, ValueError):
     """Raised when a setting has a bad value; the message names the variable and the value."""
+
+
+class TaskSpecError(AsyncEvalError, ValueError):
+    """Raised when a task dict or a task file line is malformed; the message names where."""
+
+
+class TaskError(AsyncEvalError):
+    """Raised by benchmark code to fail a task repetition with a specific status."""
+
+
+class AgentError(TaskError):
+    """Raised when an agent fails (report status agent_error)."""
+
+
+class TaskEnvironmentError(TaskError):
+    """Raised when the task's environment fails (environment_error); not the builtin OSError."""
+
+
+class UserError(TaskError):
+    """Raised when the simulated user fails (user_error)."""
+
+
+class SetupError(TaskError):
+    """Raised when setting up a repetition fails (setup_failed)."""
+
+
+class EvaluationError(TaskError):
+    """Raised when evaluating a repetition fails (evaluation_failed)."""
+
+
+class TaskTimeoutError(TaskError):
+    """Raised when a repetition runs past its timeout (task_timeout), e.g. by `check_timeout()`."""
+
+    def __init__(self, message: str, *, elapsed_s: float, timeout_s: float) -> None:
+        super().__init__(message)
+        self.elapsed_s = elapsed_s
+        self.timeout_s = timeout_s
 
 
 class ProviderError(AsyncEvalError):

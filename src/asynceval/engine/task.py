@@ -1,0 +1,177 @@
+"""Tasks: what to evaluate (`Task`) and how the engine runs it (`TaskProtocol`).
+
+Tasks come as `Task` objects, as dicts of Task fields (`Task.from_dict`), or from a JSONL file, one
+task per line (`load_tasks` reads and checks the whole file, `iter_tasks` reads lazily). A bad
+dict or line raises `TaskSpecError` naming the line and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, fields
+from enum import StrEnum
+from os import PathLike
+from typing import Any
+
+from ..errors import TaskSpecError
+
+
+class TimeoutAction(StrEnum):
+    """What the engine does when a repetition times out."""
+
+    SKIP = "skip"  # record the timeout and move on
+    RETRY = "retry"  # run it once more with the same timeout
+    EXTEND = "extend"  # run it once more with double the timeout
+
+
+@dataclass(frozen=True)
+class TaskProtocol:
+    """How the engine runs a task: its timeout and what to do then, retries, priority, tags.
+
+    `timeout_seconds` None means the run's TASK_TIMEOUT (or none). `max_retries` re-runs a
+    repetition that failed for infrastructure reasons (an LLM call that failed for good, or an
+    unknown error), with exponential backoff.
+    """
+
+    timeout_seconds: float | None = None
+    timeout_action: TimeoutAction = TimeoutAction.SKIP
+    max_retries: int = 0
+    priority: int = 0
+    tags: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        timeout = self.timeout_seconds
+        if timeout is not None:
+            if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+                raise TaskSpecError(f"timeout_seconds must be a number, got {timeout!r}")
+            if not (timeout > 0 and math.isfinite(timeout)):
+                raise TaskSpecError(f"timeout_seconds must be > 0, got {timeout!r}")
+        try:
+            object.__setattr__(self, "timeout_action", TimeoutAction(self.timeout_action))
+        except ValueError:
+            choices = ", ".join(action.value for action in TimeoutAction)
+            raise TaskSpecError(
+                f"timeout_action must be one of {choices}, got {self.timeout_action!r}"
+            ) from None
+        for name in ("max_retries", "priority"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TaskSpecError(f"{name} must be an integer, got {value!r}")
+        if self.max_retries < 0:
+            raise TaskSpecError(f"max_retries must be >= 0, got {self.max_retries}")
+        if not isinstance(self.tags, Mapping):
+            raise TaskSpecError(f"tags must be an object, got {self.tags!r}")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TaskProtocol:
+        return cls(**_known(cls, data, "protocol."))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "timeout_seconds": self.timeout_seconds,
+            "timeout_action": self.timeout_action.value,
+            "max_retries": self.max_retries,
+            "priority": self.priority,
+            "tags": dict(self.tags),
+        }
+
+
+def _new_id() -> str:
+    return str(uuid.uuid4())
+
+
+@dataclass(frozen=True)
+class Task:
+    """One item to evaluate. `id` is a string (a uuid4 by default); the data dicts are free-form."""
+
+    query: Any
+    id: str = field(default_factory=_new_id)
+    environment_data: Mapping[str, Any] = field(default_factory=dict)
+    user_data: Mapping[str, Any] = field(default_factory=dict)
+    evaluation_data: Mapping[str, Any] = field(default_factory=dict)
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    protocol: TaskProtocol = field(default_factory=TaskProtocol)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            raise TaskSpecError(f"id must be a non-empty string, got {self.id!r}")
+        for name in ("environment_data", "user_data", "evaluation_data", "metadata"):
+            if not isinstance(getattr(self, name), Mapping):
+                raise TaskSpecError(f"{name} must be an object, got {getattr(self, name)!r}")
+        if isinstance(self.protocol, Mapping):
+            object.__setattr__(self, "protocol", TaskProtocol.from_dict(self.protocol))
+        elif not isinstance(self.protocol, TaskProtocol):
+            raise TaskSpecError(f"protocol must be an object, got {self.protocol!r}")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Task:
+        """A Task from a dict of its fields; `query` is required, unknown keys are refused."""
+        if not isinstance(data, Mapping):
+            raise TaskSpecError(f"a task must be an object, got {type(data).__name__}")
+        if "query" not in data:
+            raise TaskSpecError("query: missing (every task needs one)")
+        values = _known(cls, data, "")
+        if "id" in values and isinstance(values["id"], int) and not isinstance(values["id"], bool):
+            values["id"] = str(values["id"])  # ids from JSON files are often numbers
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "id": self.id,
+            "environment_data": dict(self.environment_data),
+            "user_data": dict(self.user_data),
+            "evaluation_data": dict(self.evaluation_data),
+            "metadata": dict(self.metadata),
+            "protocol": self.protocol.to_dict(),
+        }
+
+
+def as_task(item: Task | Mapping[str, Any]) -> Task:
+    """A Task from a Task or a dict of Task fields."""
+    return item if isinstance(item, Task) else Task.from_dict(item)
+
+
+def _known(cls: type, data: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    names = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise TaskSpecError(
+            f"{prefix}{unknown[0]}: unknown field (known: {', '.join(sorted(names))})"
+        )
+    return dict(data)
+
+
+def iter_tasks(path: str | PathLike[str]) -> Iterator[Task]:
+    """Tasks from a JSONL file, read lazily one line at a time; blank lines are skipped.
+
+    A malformed line raises `TaskSpecError("FILE:LINE: field: problem")` when it is reached.
+    """
+    with open(path, encoding="utf-8") as file:
+        for number, line in enumerate(file, start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise TaskSpecError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+            try:
+                yield Task.from_dict(data)
+            except TaskSpecError as exc:
+                raise TaskSpecError(f"{path}:{number}: {exc}") from None
+            except TypeError as exc:
+                raise TaskSpecError(f"{path}:{number}: {exc}") from None
+
+
+def load_tasks(path: str | PathLike[str]) -> list[Task]:
+    """All tasks of a JSONL file, checked before any is returned (ids must be unique)."""
+    tasks = list(iter_tasks(path))
+    seen: dict[str, int] = {}
+    for index, task in enumerate(tasks):
+        if task.id in seen:
+            raise TaskSpecError(f"{path}: task id {task.id!r} appears twice")
+        seen[task.id] = index
+    return tasks
