@@ -25,6 +25,7 @@ from anyio.lowlevel import RunVar
 
 from .. import events
 from ..config import Settings
+from ..errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -284,6 +285,30 @@ class Slot:
 
 
 _default_controller: RunVar[ConcurrencyController] = RunVar("asynceval_default_controller")
+
+
+def install_default_controller(
+    controller: ConcurrencyController | None, settings: Settings
+) -> ConcurrencyController:
+    """Make `controller` this run's default (the one models without their own use).
+
+    With None, the run's existing default (or one built from `settings`) is kept. Installing a
+    different controller once models in this run already use another is a ConfigError: two
+    funnels would break the global limit.
+    """
+    if controller is None:
+        return default_controller(settings)
+    try:
+        current = _default_controller.get()
+    except LookupError:
+        _default_controller.set(controller)
+        return controller
+    if current is not controller:
+        raise ConfigError(
+            "this event loop run already has a different default ConcurrencyController; "
+            "pass the same controller to every Benchmark and model in one run"
+        )
+    return controller
 
 
 def default_controller(settings: Settings | None = None) -> ConcurrencyController:

@@ -8,6 +8,7 @@ at once. The policy knows nothing of HTTP or slots: the caller sleeps outside an
 
 from __future__ import annotations
 
+import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -76,6 +77,12 @@ class RetryPolicy:
             initial_delay=settings.retry_initial_delay,
             max_delay=settings.retry_max_delay,
         )
+
+    def delay(self, attempt: int) -> float:
+        """The delay after failed attempt `attempt` (1-based), the same formula as `wait()`:
+        for retries outside a tenacity loop (the engine re-running a repetition)."""
+        backoff = self.initial_delay * 2.0 ** (attempt - 1) + random.uniform(0, self.jitter)
+        return float(min(backoff, self.max_delay))
 
     def wait(self) -> wait_backoff_or_retry_after:
         """The tenacity wait strategy implementing the delay formula."""

@@ -1,0 +1,35 @@
+"""The evaluation engine: tasks, the Benchmark lifecycle, the scheduler, queues and reports."""
+
+from .adaptive import AdaptiveQueue
+from .benchmark import Benchmark, Evaluator
+from .callbacks import BenchmarkCallback
+from .context import TaskContext, current_context
+from .queues import PriorityQueue, SequentialQueue, TaskQueue
+from .registry import ComponentRegistry
+from .report import REPORT_KEYS
+from .results import read_records, successful_pairs
+from .status import TaskExecutionStatus, TerminationReason
+from .task import Task, TaskProtocol, TimeoutAction, iter_tasks, load_tasks
+
+__all__ = [
+    "REPORT_KEYS",
+    "AdaptiveQueue",
+    "Benchmark",
+    "BenchmarkCallback",
+    "ComponentRegistry",
+    "Evaluator",
+    "PriorityQueue",
+    "SequentialQueue",
+    "Task",
+    "TaskContext",
+    "TaskExecutionStatus",
+    "TaskProtocol",
+    "TaskQueue",
+    "TerminationReason",
+    "TimeoutAction",
+    "current_context",
+    "iter_tasks",
+    "load_tasks",
+    "read_records",
+    "successful_pairs",
+]

@@ -1,0 +1,94 @@
+"""Reports: one dict per task repetition, with the same keys whatever the outcome.
+
+    task_id, repeat_idx, status, termination_reason, eval, error, traces, config, usage, timing,
+    attempts
+
+`error` is None or {type, message, traceback, elapsed_s, timeout_s}; `usage` counts the LLM calls,
+retries and tokens of the repetition (gathered by the call path, never passed by hand); `timing`
+holds queued_s (from the run's start to this repetition's start) and duration_s.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import LLMCallFailed, TaskTimeoutError
+from .status import TaskExecutionStatus, TerminationReason
+
+REPORT_KEYS = (
+    "task_id",
+    "repeat_idx",
+    "status",
+    "termination_reason",
+    "eval",
+    "error",
+    "traces",
+    "config",
+    "usage",
+    "timing",
+    "attempts",
+)
+
+
+def error_entry(
+    error: BaseException, *, elapsed_s: float | None = None, timeout_s: float | None = None
+) -> dict[str, Any]:
+    """A JSON-ready description of `error` for a report or an evaluator's entry."""
+    if isinstance(error, TaskTimeoutError):
+        elapsed_s = error.elapsed_s if elapsed_s is None else elapsed_s
+        timeout_s = error.timeout_s if timeout_s is None else timeout_s
+    return {
+        "type": type(error).__name__,
+        "message": str(error),
+        "traceback": "".join(traceback.format_exception(error)),
+        "elapsed_s": None if elapsed_s is None else round(elapsed_s, 6),
+        "timeout_s": timeout_s,
+    }
+
+
+def is_infrastructure_failure(status: str, error: BaseException | None) -> bool:
+    """Whether a failed repetition may succeed if run again: an LLM call that failed for good
+    (and could succeed later), or an error the engine could not attribute to anything."""
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, LLMCallFailed):
+            return cause.retryable
+        cause = cause.__cause__ or cause.__context__
+    return status == TaskExecutionStatus.UNKNOWN_EXECUTION_ERROR
+
+
+def build_report(
+    *,
+    task_id: str,
+    repeat_idx: int,
+    status: TaskExecutionStatus,
+    termination_reason: TerminationReason | None,
+    eval_results: list[Any] | None,
+    error: Mapping[str, Any] | None,
+    traces: Mapping[str, Any],
+    config: Mapping[str, Any],
+    usage: Mapping[str, int],
+    queued_s: float,
+    duration_s: float,
+    attempts: int,
+) -> dict[str, Any]:
+    """A report with exactly `REPORT_KEYS`; termination_reason is kept only for runs whose loop
+    ended (success and evaluation_failed)."""
+    keep_reason = status in (TaskExecutionStatus.SUCCESS, TaskExecutionStatus.EVALUATION_FAILED)
+    return {
+        "task_id": task_id,
+        "repeat_idx": repeat_idx,
+        "status": status.value,
+        "termination_reason": termination_reason.value
+        if keep_reason and termination_reason is not None
+        else None,
+        "eval": eval_results,
+        "error": dict(error) if error is not None else None,
+        "traces": dict(traces),
+        "config": dict(config),
+        "usage": dict(usage),
+        "timing": {"queued_s": round(queued_s, 6), "duration_s": round(duration_s, 6)},
+        "attempts": attempts,
+    }

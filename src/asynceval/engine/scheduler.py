@@ -1,0 +1,413 @@
+"""The scheduler: one run of a Benchmark, repetitions in an anyio task group.
+
+At most `max_concurrent_tasks` repetitions are alive at once; the next task is pulled from the queue
+only when one of them ends, so memory stays proportional to the concurrency, not to the number of
+tasks, and an adaptive queue chooses with every result known so far. Each attempt of a repetition
+runs under `anyio.fail_after(timeout)`; a timeout gives a task_timeout report with the traces so
+far, then the task's TimeoutAction may run it once more. Infrastructure failures are re-run up to
+`max_retries` times with exponential backoff.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from os import PathLike
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+
+from .. import __version__, events
+from ..config import Settings
+from ..errors import ConfigError, TaskSpecError, TaskTimeoutError
+from ..limits import ConcurrencyController, RetryPolicy
+from ..limits.controller import install_default_controller
+from ..llm.usage import UsageCounter, track_usage
+from .benchmark import _threads, call_maybe_async
+from .callbacks import CallbackRunner
+from .context import TaskContext, task_context
+from .queues import SequentialQueue, TaskQueue
+from .registry import Configurable, Traceable
+from .report import build_report, error_entry, is_infrastructure_failure
+from .results import ResultsFile, successful_pairs
+from .status import TaskExecutionStatus, TerminationReason, status_for
+from .task import Task, TimeoutAction, as_task
+from .threads import ThreadRunner
+
+if TYPE_CHECKING:
+    from .benchmark import Benchmark
+
+TaskSource = Iterable[Task | Mapping[str, Any]]
+QueueArg = TaskQueue | Callable[[TaskSource], TaskQueue] | None
+
+
+@dataclass
+class _Unit:
+    task: Task
+    agent_data: Mapping[str, Any]
+    repeat_idx: int
+    selected_at: float
+
+
+@dataclass
+class _TaskState:
+    remaining: int
+    reports: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class _Outcome:
+    status: TaskExecutionStatus
+    termination_reason: TerminationReason | None
+    eval_results: list[Any] | None
+    error: BaseException | None
+    error_info: Mapping[str, Any] | None
+    traces: Mapping[str, Any]
+    config: Mapping[str, Any]
+
+
+class Run:
+    """The state of one `Benchmark.run` call."""
+
+    def __init__(
+        self,
+        benchmark: Benchmark,
+        *,
+        tasks: TaskSource | None,
+        queue: QueueArg,
+        agent_data: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None,
+        results_path: str | PathLike[str] | None,
+        resume: bool,
+        collect: bool,
+    ) -> None:
+        self.bench = benchmark
+        self.settings = benchmark.settings if benchmark.settings is not None else Settings()
+        self.max_tasks = benchmark.max_concurrent_tasks or self.settings.max_concurrent_tasks
+        self.n_tasks = len(tasks) if hasattr(tasks, "__len__") else None  # type: ignore[arg-type]
+        tasks, self._agent_data_for = _agent_data_resolver(tasks, agent_data)
+        self.queue = _make_queue(tasks, queue)
+        self.results_path = results_path
+        self.resume = resume
+        if resume and results_path is None:
+            raise ConfigError("resume=True needs a results_path to resume from")
+        self.collect = collect
+        self.reports: list[dict[str, Any]] = []
+        self.counts: Counter[str] = Counter()
+        self.policy = RetryPolicy.from_settings(self.settings)
+        self.callbacks = CallbackRunner(benchmark.callbacks)
+        self.threads = ThreadRunner(self.max_tasks)
+        self._done: set[tuple[str, int]] = set()
+        self._seen: set[str] = set()
+        self._task_states: dict[str, _TaskState] = {}
+        self._pending: deque[_Unit] = deque()
+        self._stopped = False
+        self._results: ResultsFile | None = None
+
+    async def execute(self) -> list[dict[str, Any]]:
+        settings = self.settings
+        events.ensure_logging(settings)
+        controller = install_default_controller(self.bench.controller, settings)
+        _threads.set(self.threads)
+        if self.resume and self.results_path is not None:
+            self._done = await anyio.to_thread.run_sync(successful_pairs, self.results_path)
+        started = anyio.current_time()
+        events.run_started(
+            limits={**settings.limits(), "max_concurrent_llm_calls": controller.limit},
+            n_tasks=self.n_tasks,
+            max_concurrent_tasks=self.max_tasks,
+            n_task_repeats=self.bench.n_task_repeats,
+            benchmark=type(self.bench).__qualname__,
+            resumed_pairs=len(self._done),
+        )
+        interrupted = True
+        try:
+            async with AsyncExitStack() as stack:
+                if self.results_path is not None:
+                    self._results = await stack.enter_async_context(
+                        ResultsFile(self.results_path, self._header(controller))
+                    )
+                await self.callbacks.fire("on_run_start", self.bench)
+                await self._schedule()
+            interrupted = False
+        finally:
+            events.run_finished(
+                counts=self.counts,
+                duration_s=anyio.current_time() - started,
+                interrupted=interrupted,
+                written=self._results.written if self._results is not None else None,
+                skipped_as_done=len(self._done),
+            )
+        await self.callbacks.fire("on_run_end", self.bench, self.reports)
+        return self.reports
+
+    def _header(self, controller: ConcurrencyController) -> dict[str, Any]:
+        return {
+            "asynceval_version": __version__,
+            "python": platform.python_version(),
+            "started_at": datetime.now(UTC).isoformat(),
+            "benchmark": type(self.bench).__qualname__,
+            "benchmark_config": self.bench.gather_config(),
+            "settings": self.settings.public(),
+            "max_concurrent_llm_calls": controller.limit,
+            "max_concurrent_tasks": self.max_tasks,
+            "resumed": self.resume,
+        }
+
+    async def _schedule(self) -> None:
+        slots = anyio.Semaphore(self.max_tasks)
+        async with anyio.create_task_group() as tg:
+            while True:
+                await slots.acquire()
+                unit = await self._next_unit()
+                if unit is None:
+                    slots.release()
+                    break
+                tg.start_soon(self._run_unit, unit, slots)
+
+    async def _next_unit(self) -> _Unit | None:
+        """The next repetition to start: pending repeats first, then a task from the queue.
+
+        Once the queue says stop, no new task starts, but the repeats of tasks already chosen do.
+        """
+        while True:
+            if self._pending:
+                return self._pending.popleft()
+            if self._stopped:
+                return None
+            task = self.queue.next_task()
+            if task is None:
+                return None
+            if task.id in self._seen:
+                raise TaskSpecError(f"task id {task.id!r} was given twice")
+            self._seen.add(task.id)
+            await self.callbacks.fire("on_task_selected", self.bench, task, self.queue)
+            now = anyio.current_time()
+            data = self._agent_data_for(task)
+            units = [
+                _Unit(task, data, repeat_idx, now)
+                for repeat_idx in range(self.bench.n_task_repeats)
+                if (task.id, repeat_idx) not in self._done
+            ]
+            if units:
+                self._task_states[task.id] = _TaskState(remaining=len(units))
+                await self.callbacks.fire("on_task_start", self.bench, task)
+                self._pending.extend(units)
+
+    async def _run_unit(self, unit: _Unit, slots: anyio.Semaphore) -> None:
+        try:
+            task = unit.task
+            await self.callbacks.fire("on_task_repeat_start", self.bench, task, unit.repeat_idx)
+            report = await self._run_repetition(unit)
+            if self._results is not None:
+                await self._results.write(report)
+            if self.collect:
+                self.reports.append(report)
+            self.counts[report["status"]] += 1
+            await self.callbacks.fire("on_task_repeat_end", self.bench, report)
+            self.queue.on_task_complete(task, report)
+            proceed = self.queue.should_continue()
+            await self.callbacks.fire("on_queue_decision", self.bench, self.queue, proceed)
+            if not proceed:
+                self._stopped = True
+            state = self._task_states[task.id]
+            state.reports.append(report)
+            state.remaining -= 1
+            if state.remaining == 0:
+                del self._task_states[task.id]
+                await self.callbacks.fire("on_task_end", self.bench, task, state.reports)
+        finally:
+            slots.release()
+
+    async def _run_repetition(self, unit: _Unit) -> dict[str, Any]:
+        """Every attempt of one repetition (timeout re-runs, infrastructure retries): one report."""
+        protocol = unit.task.protocol
+        timeout = protocol.timeout_seconds or self.settings.task_timeout
+        started = anyio.current_time()
+        usage = UsageCounter()
+        attempt = 0
+        timeout_rerun_used = False
+        retries = 0
+        while True:
+            attempt += 1
+            outcome = await self._attempt(unit, timeout, attempt, usage)
+            if (
+                outcome.status is TaskExecutionStatus.TASK_TIMEOUT
+                and protocol.timeout_action is not TimeoutAction.SKIP
+                and not timeout_rerun_used
+            ):
+                timeout_rerun_used = True
+                if protocol.timeout_action is TimeoutAction.EXTEND and timeout is not None:
+                    timeout *= 2
+                continue
+            if (
+                outcome.status is not TaskExecutionStatus.SUCCESS
+                and retries < protocol.max_retries
+                and is_infrastructure_failure(outcome.status, outcome.error)
+            ):
+                retries += 1
+                await anyio.sleep(self.policy.delay(retries))
+                continue
+            break
+        return build_report(
+            task_id=unit.task.id,
+            repeat_idx=unit.repeat_idx,
+            status=outcome.status,
+            termination_reason=outcome.termination_reason,
+            eval_results=outcome.eval_results,
+            error=outcome.error_info,
+            traces=outcome.traces,
+            config=outcome.config,
+            usage=usage.as_dict(),
+            queued_s=started - unit.selected_at,
+            duration_s=anyio.current_time() - started,
+            attempts=attempt,
+        )
+
+    async def _attempt(
+        self, unit: _Unit, timeout_s: float | None, attempt: int, usage: UsageCounter
+    ) -> _Outcome:
+        """One attempt under the repetition's timeout; never raises except for cancellation."""
+        bench, task = self.bench, unit.task
+        registry = bench.registry
+        context = TaskContext(
+            task=task, repeat_idx=unit.repeat_idx, timeout_s=timeout_s, attempt=attempt
+        )
+        phase = "setup"
+        traces: Mapping[str, Any] | None = None
+        eval_results: list[Any] | None = None
+        error: BaseException | None = None
+        started = time.monotonic()
+        with (
+            task_context(context),
+            registry.scope(),
+            track_usage(usage),
+            events.bind_context(task_id=task.id, repeat_idx=unit.repeat_idx),
+        ):
+            events.task_started(task_id=task.id, repeat_idx=unit.repeat_idx, attempt=attempt)
+            try:
+                with anyio.fail_after(timeout_s) as scope:  # None: no deadline
+                    data = unit.agent_data
+                    environment = await call_maybe_async(bench.setup_environment, data, task)
+                    user = await call_maybe_async(bench.setup_user, data, environment, task)
+                    agents = await call_maybe_async(
+                        bench.setup_agents, data, environment, task, user
+                    )
+                    agents_to_run, agents_by_name = _split_agents(agents)
+                    evaluators = await call_maybe_async(
+                        bench.setup_evaluators, environment, task, agents_by_name, user
+                    )
+                    _auto_register(registry, environment, user, agents_by_name)
+                    phase = "execution"
+                    answer = await call_maybe_async(
+                        bench.execution_loop, agents_to_run, task, environment, user
+                    )
+                    phase = "evaluation"
+                    traces = registry.collect_traces()
+                    eval_results = await call_maybe_async(
+                        bench.evaluate, evaluators, agents_by_name, answer, traces
+                    )
+            except TimeoutError as exc:
+                if timeout_s is None or not scope.cancel_called:  # the code's own TimeoutError
+                    error = exc
+                else:
+                    error = TaskTimeoutError(
+                        f"task {task.id} ran past its {timeout_s:g} s timeout during {phase}",
+                        elapsed_s=time.monotonic() - started,
+                        timeout_s=timeout_s,
+                    )
+            except Exception as exc:
+                error = exc
+            if traces is None or error is not None:
+                traces = registry.collect_traces()  # whatever was gathered so far
+            config = registry.collect_configs()
+            if error is not None:
+                status = status_for(error, phase)
+                info: Mapping[str, Any] | None = error_entry(
+                    error, elapsed_s=time.monotonic() - started, timeout_s=timeout_s
+                )
+            elif context.evaluation_errors:
+                status = TaskExecutionStatus.EVALUATION_FAILED
+                info = context.evaluation_errors[0]["error"]
+            else:
+                status, info = TaskExecutionStatus.SUCCESS, None
+            reason = context.termination_reason
+            if reason is None and phase != "setup" and status in _LOOP_ENDED:
+                reason = TerminationReason.UNKNOWN
+            events.task_finished(
+                task_id=task.id,
+                repeat_idx=unit.repeat_idx,
+                status=status.value,
+                termination_reason=reason.value if reason and status in _LOOP_ENDED else None,
+                duration_s=time.monotonic() - started,
+                attempt=attempt,
+            )
+        return _Outcome(status, reason, eval_results, error, info, traces, config)
+
+
+_LOOP_ENDED = (TaskExecutionStatus.SUCCESS, TaskExecutionStatus.EVALUATION_FAILED)
+
+
+def _split_agents(agents: Any) -> tuple[list[Any], dict[str, Any]]:
+    """setup_agents may return (agents_to_run, agents_by_name), a dict by name, or a list."""
+    if isinstance(agents, tuple) and len(agents) == 2:
+        to_run, by_name = agents
+        return list(to_run), dict(by_name)
+    if isinstance(agents, Mapping):
+        return list(agents.values()), dict(agents)
+    if isinstance(agents, list):
+        return agents, {f"agent_{index}": agent for index, agent in enumerate(agents)}
+    raise TypeError(
+        "setup_agents must return (agents_to_run, agents_by_name), a dict of agents by name, "
+        f"or a list of agents; got {type(agents).__name__}"
+    )
+
+
+def _auto_register(
+    registry: Any, environment: Any, user: Any, agents_by_name: Mapping[str, Any]
+) -> None:
+    """Register the repetition's traceable parts the benchmark did not register itself."""
+    parts = [("environment", "environment", environment), ("user", "user", user)]
+    parts += [("agents", name, agent) for name, agent in agents_by_name.items()]
+    for category, name, component in parts:
+        if isinstance(component, Traceable | Configurable) and not registry.is_registered(
+            component
+        ):
+            registry.register(category, name, component)
+
+
+def _agent_data_resolver(
+    tasks: TaskSource | None, agent_data: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None
+) -> tuple[TaskSource | None, Callable[[Task], Mapping[str, Any]]]:
+    if agent_data is None:
+        return tasks, lambda task: {}
+    if isinstance(agent_data, Mapping):
+        shared = dict(agent_data)
+        return tasks, lambda task: shared
+    if tasks is None or not isinstance(tasks, Sequence):
+        raise ConfigError("agent_data as a list (one per task) needs tasks as a list too")
+    if len(agent_data) != len(tasks):
+        raise ConfigError(f"agent_data has {len(agent_data)} entries for {len(tasks)} tasks")
+    materialized = [as_task(item) for item in tasks]
+    by_id = {task.id: dict(data) for task, data in zip(materialized, agent_data, strict=True)}
+    return materialized, lambda task: by_id.get(task.id, {})
+
+
+def _make_queue(tasks: TaskSource | None, queue: QueueArg) -> TaskQueue:
+    if isinstance(queue, TaskQueue):
+        if tasks is not None:
+            raise ConfigError("pass tasks or a ready TaskQueue, not both")
+        return queue
+    if tasks is None:
+        raise ConfigError("run() needs tasks (or a TaskQueue that holds them)")
+    if queue is None:
+        return SequentialQueue(tasks)
+    built = queue(tasks)
+    if not isinstance(built, TaskQueue):
+        raise ConfigError(f"queue must build a TaskQueue, got {type(built).__name__}")
+    return built
