@@ -220,9 +220,12 @@ class Benchmark(ABC):
                 if context is not None:
                     context.evaluation_errors.append(entry)
 
-        async with anyio.create_task_group() as tg:
-            for index, evaluator in enumerate(evaluators):
-                tg.start_soon(one, index, evaluator)
+        if len(evaluators) == 1:
+            await one(0, evaluators[0])  # no task group needed for one
+        elif evaluators:
+            async with anyio.create_task_group() as tg:
+                for index, evaluator in enumerate(evaluators):
+                    tg.start_soon(one, index, evaluator)
         return results
 
     # --- helpers for hooks -----------------------------------------------------------------

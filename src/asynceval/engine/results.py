@@ -18,11 +18,7 @@ from types import TracebackType
 from typing import IO, Any
 
 import anyio
-import anyio.abc
 import anyio.to_thread
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-
-_Pending = tuple[Mapping[str, Any], anyio.Event]
 
 
 def _json_default(value: Any) -> Any:
@@ -73,23 +69,23 @@ def successful_pairs(path: str | PathLike[str]) -> set[tuple[str, int]]:
 
 
 class ResultsFile:
-    """Append-only results of a run; use as `async with ResultsFile(path, header) as results:`."""
+    """Append-only results of a run; use as `async with ResultsFile(path, header) as results:`.
+
+    Writers commit in groups: whoever holds the write lock writes every report queued so far in one
+    worker-thread call, and the writers queued behind it find their line already on disk.
+    """
 
     def __init__(self, path: str | PathLike[str], header: Mapping[str, Any]) -> None:
         self.path = os.fspath(path)
         self.header = {"type": "header", **header}
         self.written = 0
         self._file: IO[str] | None = None
-        self._send: MemoryObjectSendStream[_Pending] | None = None
-        self._group: anyio.abc.TaskGroup | None = None
+        self._queued: list[Mapping[str, Any]] = []
+        self._next_seq = 0  # reports queued so far
+        self._lock = anyio.Lock()
 
     async def __aenter__(self) -> ResultsFile:
         self._file = await anyio.to_thread.run_sync(self._open)
-        send, receive = anyio.create_memory_object_stream[_Pending](math.inf)
-        self._send = send
-        self._group = anyio.create_task_group()
-        await self._group.__aenter__()
-        self._group.start_soon(self._writer, receive)
         return self
 
     def _open(self) -> IO[str]:
@@ -108,27 +104,22 @@ class ResultsFile:
 
     async def write(self, report: Mapping[str, Any]) -> None:
         """Append one report; returns once its line is written and flushed."""
-        if self._send is None:
+        if self._file is None:
             raise RuntimeError("ResultsFile is not open (use `async with`)")
-        done = anyio.Event()
-        self._send.send_nowait((report, done))
-        with anyio.CancelScope(shield=True):  # once queued, it is written: wait for it
-            await done.wait()
+        self._queued.append(report)
+        self._next_seq += 1
+        mine = self._next_seq
+        async with self._lock:
+            if self.written >= mine:
+                return  # an earlier writer's batch carried this report
+            await self._flush_queued()
 
-    async def _writer(self, receive: MemoryObjectReceiveStream[_Pending]) -> None:
-        async with receive:
-            async for first in receive:
-                batch = [first]
-                while True:
-                    try:
-                        batch.append(receive.receive_nowait())
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(self._write_batch, [r for r, _ in batch])
-                self.written += len(batch)
-                for _, done in batch:
-                    done.set()
+    async def _flush_queued(self) -> None:
+        batch, self._queued = self._queued, []
+        if batch:
+            # Not abandoned on cancel: a batch, once begun, is written whole.
+            await anyio.to_thread.run_sync(self._write_batch, batch)
+            self.written += len(batch)
 
     def _write_batch(self, reports: list[Mapping[str, Any]]) -> None:
         assert self._file is not None
@@ -141,10 +132,9 @@ class ResultsFile:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        with anyio.CancelScope(shield=True):
-            if self._send is not None:
-                await self._send.aclose()  # the writer drains what is queued, then ends
-            if self._group is not None:
-                await self._group.__aexit__(None, None, None)
+        with anyio.CancelScope(shield=True):  # whatever was handed to write() reaches the disk
+            async with self._lock:
+                await self._flush_queued()
             if self._file is not None:
                 await anyio.to_thread.run_sync(self._file.close)
+                self._file = None

@@ -33,7 +33,6 @@ from .benchmark import _threads, call_maybe_async
 from .callbacks import CallbackRunner
 from .context import TaskContext, task_context
 from .queues import SequentialQueue, TaskQueue
-from .registry import Configurable, Traceable
 from .report import build_report, error_entry, is_infrastructure_failure
 from .results import ResultsFile, successful_pairs
 from .status import TaskExecutionStatus, TerminationReason, status_for
@@ -375,8 +374,11 @@ def _auto_register(
     parts = [("environment", "environment", environment), ("user", "user", user)]
     parts += [("agents", name, agent) for name, agent in agents_by_name.items()]
     for category, name, component in parts:
-        if isinstance(component, Traceable | Configurable) and not registry.is_registered(
-            component
+        # hasattr, not isinstance on the Protocols: a runtime Protocol check is slow per call.
+        if (
+            component is not None
+            and (hasattr(component, "gather_traces") or hasattr(component, "gather_config"))
+            and not registry.is_registered(component)
         ):
             registry.register(category, name, component)
 
