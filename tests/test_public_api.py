@@ -8,14 +8,21 @@ import sys
 from pathlib import Path
 
 import asynceval
+import asynceval.engine
 import asynceval.sim
 
 ROOT = Path(__file__).parents[1]
 
 
+def _isort_key(name: str) -> tuple[int, str]:
+    """ruff's order for __all__: CONSTANTS, then Classes, then functions."""
+    return (0 if name.isupper() else 1 if name[:1].isupper() else 2, name)
+
+
 def test_all_is_sorted_and_importable() -> None:
-    for module in (asynceval, asynceval.sim):
-        assert list(module.__all__) == sorted(module.__all__)
+    for module in (asynceval, asynceval.engine, asynceval.sim):
+        assert list(module.__all__) == sorted(module.__all__, key=_isort_key)
+        assert len(set(module.__all__)) == len(module.__all__)
         for name in module.__all__:
             assert hasattr(module, name), name
 
@@ -23,7 +30,11 @@ def test_all_is_sorted_and_importable() -> None:
 def test_contract_names_are_exported() -> None:
     for name in (
         "AnthropicChatModel", "ConcurrencyController", "LLMCallFailed", "OpenAIChatModel",
-        "RateLimiter", "RetryPolicy", "Settings", "configure_logging",
+        "RateLimiter", "RetryPolicy", "Settings", "configure_logging", "Benchmark", "Task",
+        "TaskProtocol", "TimeoutAction", "TaskExecutionStatus", "TerminationReason",
+        "SequentialQueue", "PriorityQueue", "AdaptiveQueue", "ComponentRegistry",
+        "BenchmarkCallback", "TaskContext", "TaskTimeoutError", "AgentError",
+        "TaskEnvironmentError", "UserError",
     ):  # fmt: skip
         assert name in asynceval.__all__
 

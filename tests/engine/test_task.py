@@ -1,0 +1,70 @@
+"""Tasks and protocols: construction, validation, JSONL loading with line-numbered errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from asynceval import TaskSpecError
+from asynceval.engine import Task, TaskProtocol, TimeoutAction, iter_tasks, load_tasks
+
+
+def test_ids_are_uuid_strings_by_default_and_unique() -> None:
+    a, b = Task(query="q"), Task(query="q")
+    assert isinstance(a.id, str) and len(a.id) == 36 and a.id != b.id
+
+
+def test_from_dict_builds_the_protocol_and_accepts_numeric_ids() -> None:
+    task = Task.from_dict(
+        {"id": 7, "query": "2+2?", "protocol": {"timeout_seconds": 3, "timeout_action": "extend"}}
+    )
+    assert task.id == "7"
+    assert task.protocol == TaskProtocol(timeout_seconds=3, timeout_action=TimeoutAction.EXTEND)
+    assert Task.from_dict(task.to_dict()) == task
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"id": "x"}, "query: missing"),
+        ({"query": "q", "colour": "red"}, "colour: unknown field"),
+        ({"query": "q", "protocol": {"timeout_seconds": -1}}, "timeout_seconds must be > 0"),
+        ({"query": "q", "protocol": {"timeout_action": "wait"}}, "timeout_action must be one of"),
+        ({"query": "q", "protocol": {"max_retries": -2}}, "max_retries must be >= 0"),
+        ({"query": "q", "protocol": {"retries": 2}}, "protocol.retries: unknown field"),
+        ({"query": "q", "metadata": [1]}, "metadata must be an object"),
+        ({"query": "q", "id": ""}, "id must be a non-empty string"),
+    ],
+)
+def test_bad_task_dicts_say_which_field(data: dict[str, object], message: str) -> None:
+    with pytest.raises(TaskSpecError, match=message):
+        Task.from_dict(data)
+
+
+def test_jsonl_errors_name_the_line_and_field(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.jsonl"
+    lines = [json.dumps({"query": "a"}), "", json.dumps({"query": "b", "protocol": {"priority": "x"}})]
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(TaskSpecError, match=r"tasks.jsonl:3: priority must be an integer"):
+        load_tasks(path)
+    path.write_text('{"query": "a"}\n{"query": \n')
+    with pytest.raises(TaskSpecError, match=r"tasks.jsonl:2: not valid JSON"):
+        load_tasks(path)
+
+
+def test_duplicate_ids_in_a_file_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.jsonl"
+    path.write_text('{"id": "a", "query": 1}\n{"id": "a", "query": 2}\n')
+    with pytest.raises(TaskSpecError, match="'a' appears twice"):
+        load_tasks(path)
+
+
+def test_iter_tasks_reads_lazily(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.jsonl"
+    path.write_text('{"query": "fine"}\nnot json\n')
+    tasks = iter_tasks(path)
+    assert next(tasks).query == "fine"  # the bad line is only met when reached
+    with pytest.raises(TaskSpecError, match=":2:"):
+        next(tasks)
