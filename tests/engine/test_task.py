@@ -45,7 +45,11 @@ def test_bad_task_dicts_say_which_field(data: dict[str, object], message: str) -
 
 def test_jsonl_errors_name_the_line_and_field(tmp_path: Path) -> None:
     path = tmp_path / "tasks.jsonl"
-    lines = [json.dumps({"query": "a"}), "", json.dumps({"query": "b", "protocol": {"priority": "x"}})]
+    lines = [
+        json.dumps({"query": "a"}),
+        "",
+        json.dumps({"query": "b", "protocol": {"priority": "x"}}),
+    ]
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(TaskSpecError, match=r"tasks.jsonl:3: priority must be an integer"):
         load_tasks(path)

@@ -1,0 +1,91 @@
+"""The results file: header and lines, no secrets, group commit, resume after a SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from asynceval import Benchmark, Settings, Task
+from asynceval.engine import read_records, successful_pairs
+
+HERE = Path(__file__).parent
+
+
+class Echo(Benchmark):
+    async def setup_agents(self, agent_data: Any, environment: Any, task: Task, user: Any) -> Any:
+        async def agent(query: Any) -> Any:
+            await anyio.sleep(0.001)
+            return query
+
+        return [agent], {}
+
+
+async def test_header_then_one_line_per_report_without_secrets(tmp_path: Path) -> None:
+    path = tmp_path / "out" / "results.jsonl"
+    settings = Settings(llm_api_key="sk-results-secret-000111", llm_base_url="http://h/v1?key=zzz")
+    reports = await Echo(n_task_repeats=3, settings=settings).run(
+        [Task(query=i, id=str(i)) for i in range(20)], results_path=path
+    )
+    records, damaged = read_records(path)
+    header, lines = records[0], records[1:]
+    assert damaged == 0 and header["type"] == "header" and len(lines) == 60
+    assert header["settings"]["llm_api_key_set"] is True and header["asynceval_version"]
+    text = path.read_text()
+    assert "sk-results-secret-000111" not in text and "key=zzz" not in text
+    assert sorted(json.dumps(r, sort_keys=True) for r in lines) == sorted(
+        json.dumps(r, sort_keys=True, default=str) for r in reports
+    )
+
+
+async def test_resume_skips_successful_pairs_and_mends_a_cut_line(tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    tasks = [Task(query=i, id=str(i)) for i in range(10)]
+    await Echo().run(tasks[:6], results_path=path)
+    with path.open("a") as file:
+        file.write('{"task_id": "cut sh')  # a kill in the middle of a line
+    reports = await Echo().run(tasks, results_path=path, resume=True)
+    assert sorted(r["task_id"] for r in reports) == ["6", "7", "8", "9"]
+    records, damaged = read_records(path)
+    assert damaged == 1 and sum(r.get("type") == "header" for r in records) == 2
+    assert successful_pairs(path) == {(str(i), 0) for i in range(10)}
+
+
+def test_a_run_killed_half_way_then_resumed_runs_each_pair_exactly_once(tmp_path: Path) -> None:
+    results, log = tmp_path / "results.jsonl", tmp_path / "started.log"
+    script = [sys.executable, str(HERE / "resumable_run.py"), str(results), str(log)]
+    first = subprocess.Popen(script, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # kill it once about a third of the work is on disk
+        if results.exists() and len(results.read_text().splitlines()) > 25:
+            break
+        time.sleep(0.02)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    before = successful_pairs(results)
+    assert 10 < len(before) < 80, len(before)
+    started_first = Counter(log.read_text().split())
+
+    done = subprocess.run(
+        [*script, "resume"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    records, _ = read_records(results)
+    successes = Counter(
+        (r["task_id"], r["repeat_idx"]) for r in records if r.get("status") == "success"
+    )
+    expected = {(f"task-{i}", r) for i in range(40) for r in range(2)}
+    assert set(successes) == expected and set(successes.values()) == {1}
+    # The second process started exactly the repetitions not already successful: a success from
+    # the first process never ran again (and the first process's failures did).
+    started_second = Counter(log.read_text().split()) - started_first
+    assert sum(started_second.values()) == 80 - len(before)
+    for task_id in {t for t, _ in before}:
+        assert started_second[task_id] == 2 - sum(1 for t, _ in before if t == task_id)

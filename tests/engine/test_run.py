@@ -1,0 +1,436 @@
+"""Benchmark.run end to end: statuses, termination reasons, timeouts, retries, callbacks,
+registry isolation, task context, lazy pulling and cancellation."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from asynceval import (
+    REPORT_KEYS,
+    AgentError,
+    Benchmark,
+    BenchmarkCallback,
+    ConcurrencyController,
+    OpenAIChatModel,
+    Settings,
+    Task,
+    TaskEnvironmentError,
+    TaskProtocol,
+    TaskQueue,
+    TimeoutAction,
+    current_context,
+)
+from asynceval.sim import SimConfig
+
+from ..conftest import EventLog
+
+
+class Scripted(Benchmark):
+    """Each task's metadata says what its agent does: answer, raise, hang, sleep..."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.calls: dict[str, int] = {}
+
+    async def setup_environment(self, agent_data: Mapping[str, Any], task: Task) -> Any:
+        if task.metadata.get("do") == "env_setup_fails":
+            raise RuntimeError("no sandbox")
+        return {"log": []}
+
+    async def setup_agents(self, agent_data: Any, environment: Any, task: Task, user: Any) -> Any:
+        do = task.metadata.get("do", "answer")
+
+        async def agent(query: Any) -> Any:
+            self.calls[task.id] = self.calls.get(task.id, 0) + 1
+            environment["log"].append(query)
+            if do == "agent_error":
+                raise AgentError("the agent gave up")
+            if do == "environment_error":
+                raise TaskEnvironmentError("the sandbox died")
+            if do == "unknown":
+                raise KeyError("surprise")
+            if do == "hang":
+                await anyio.sleep(30)
+            if do == "slow":
+                await anyio.sleep(task.metadata["seconds"])
+            return f"answer to {query}"
+
+        return [agent], {"main": agent}
+
+    async def setup_evaluators(self, environment: Any, task: Task, agents: Any, user: Any) -> Any:
+        async def judge(task: Task, answer: Any, traces: Any) -> dict[str, Any]:
+            if task.metadata.get("do") == "evaluation_fails":
+                raise ValueError("judge crashed")
+            return {"passed": True}
+
+        async def second(task: Task, answer: Any, traces: Any) -> dict[str, Any]:
+            return {"score": 1.0}
+
+        return [judge, second]
+
+
+def task(do: str = "answer", **protocol: Any) -> Task:
+    return Task(query=do, id=f"t-{do}", metadata={"do": do}, protocol=TaskProtocol(**protocol))
+
+
+async def test_report_keys_are_identical_whatever_the_status() -> None:
+    tasks = [
+        task("answer"),
+        task("agent_error"),
+        task("environment_error"),
+        task("unknown"),
+        task("evaluation_fails"),
+        task("env_setup_fails"),
+        task("hang", timeout_seconds=0.1),
+    ]
+    reports = {r["task_id"]: r for r in await Scripted().run(tasks)}
+    statuses = {tid: r["status"] for tid, r in reports.items()}
+    assert statuses == {
+        "t-answer": "success",
+        "t-agent_error": "agent_error",
+        "t-environment_error": "environment_error",
+        "t-unknown": "unknown_execution_error",
+        "t-evaluation_fails": "evaluation_failed",
+        "t-env_setup_fails": "setup_failed",
+        "t-hang": "task_timeout",
+    }
+    for report in reports.values():
+        assert tuple(report) == REPORT_KEYS
+    assert reports["t-answer"]["error"] is None
+    assert reports["t-agent_error"]["error"]["type"] == "AgentError"
+    assert reports["t-agent_error"]["termination_reason"] is None
+    failed_eval = reports["t-evaluation_fails"]
+    assert failed_eval["eval"][0]["error"]["message"] == "judge crashed"
+    assert failed_eval["eval"][1] == {"score": 1.0}  # the other evaluator's result stays
+    assert failed_eval["termination_reason"] == "agent_stop"
+
+
+class Conversation(Benchmark):
+    """A user simulator that is satisfied on the turn given in the task's user_data."""
+
+    async def setup_user(self, agent_data: Any, environment: Any, task: Task) -> Any:
+        turns = task.user_data["satisfied_on"]
+        seen = []
+
+        def user(answer: str) -> dict[str, Any]:  # sync: runs in a worker thread
+            seen.append(answer)
+            return {"satisfied": len(seen) >= turns, "text": f"more please ({len(seen)})"}
+
+        return user
+
+    def setup_agents(self, agent_data: Any, environment: Any, task: Task, user: Any) -> Any:
+        def agent(query: Any) -> str:
+            return f"reply to {query}"
+
+        return [agent], {"agent": agent}
+
+    async def user_is_satisfied(self, user_response: Any) -> bool:
+        return bool(user_response["satisfied"])
+
+    async def agent_is_done(self, answer: Any) -> bool:
+        return "STOP" in str(answer)
+
+
+async def test_termination_reasons_agent_stop_user_stop_and_max_steps() -> None:
+    bench = Conversation(max_invocations=3)
+    tasks = [
+        Task(query="STOP now", id="agent", user_data={"satisfied_on": 99}),
+        Task(query="hi", id="user", user_data={"satisfied_on": 2}),
+        Task(query="hi", id="steps", user_data={"satisfied_on": 99}),
+    ]
+    reasons = {r["task_id"]: r["termination_reason"] for r in await bench.run(tasks)}
+    assert reasons == {"agent": "agent_stop", "user": "user_stop", "steps": "max_steps"}
+
+
+async def test_an_async_hang_times_out_promptly_with_partial_traces() -> None:
+    class Traced:
+        def __init__(self) -> None:
+            self.steps: list[str] = []
+
+        def gather_traces(self) -> dict[str, Any]:
+            return {"steps": list(self.steps)}
+
+    class Hangs(Benchmark):
+        def setup_agents(self, agent_data: Any, environment: Any, task: Task, user: Any) -> Any:
+            tracer = self.register("tools", "tracer", Traced())
+
+            async def agent(query: Any) -> Any:
+                tracer.steps.append("started")
+                await anyio.sleep(60)
+
+            return [agent], {}
+
+    started = time.monotonic()
+    (report,) = await Hangs().run([Task(query="q", protocol=TaskProtocol(timeout_seconds=0.3))])
+    assert time.monotonic() - started < 0.3 + 0.5
+    assert report["status"] == "task_timeout"
+    assert report["traces"]["tools"]["tracer"] == {"steps": ["started"], "name": "tracer"}
+    assert report["error"]["timeout_s"] == 0.3 and report["error"]["elapsed_s"] >= 0.3
+
+
+async def test_a_sync_hook_stuck_in_a_thread_times_out_and_keeps_its_thread_counted() -> None:
+    """With one thread slot, the abandoned thread still holds it: the next task's sync hook
+    cannot start until that thread really returns, so it times out too."""
+    release = threading.Event()
+
+    class Stuck(Benchmark):
+        def setup_agents(self, agent_data: Any, environment: Any, task: Task, user: Any) -> Any:
+            if task.id == "stuck":
+                release.wait(10)  # sync, in a worker thread: cancellation cannot stop it
+            return [lambda q: q], {}
+
+    timeout = TaskProtocol(timeout_seconds=0.3)
+    started = time.monotonic()
+    first, second = await Stuck(max_concurrent_tasks=1).run(
+        [
+            Task(query="q", id="stuck", protocol=timeout),
+            Task(query="q", id="next", protocol=timeout),
+        ]
+    )
+    assert time.monotonic() - started < 2 * (0.3 + 0.5)
+    assert first["status"] == "task_timeout" and first["error"]["type"] == "TaskTimeoutError"
+    assert second["status"] == "task_timeout"  # it waited for the thread slot the whole time
+    assert "setup" in second["error"]["message"]
+    release.set()
+    (after,) = await Stuck(max_concurrent_tasks=1).run([Task(query="q", id="next")])
+    assert after["status"] == "success"
+
+
+async def test_check_timeout_lets_sync_code_stop_at_a_checkpoint() -> None:
+    class Checkpoints(Benchmark):
+        def setup_agents(self, agent_data: Any, environment: Any, task: Task, user: Any) -> Any:
+            def agent(query: Any) -> Any:
+                context = current_context()
+                assert context is not None and context.remaining is not None
+                while True:
+                    context.check_timeout()
+                    time.sleep(0.01)
+
+            return [agent], {}
+
+    (report,) = await Checkpoints().run(
+        [Task(query="q", protocol=TaskProtocol(timeout_seconds=0.2))]
+    )
+    assert report["status"] == "task_timeout"
+
+
+@pytest.mark.parametrize(
+    ("action", "expected"),
+    [(TimeoutAction.SKIP, ("task_timeout", 1)), (TimeoutAction.RETRY, ("task_timeout", 2)),
+     (TimeoutAction.EXTEND, ("success", 2))],
+)  # fmt: skip
+async def test_timeout_actions_run_exactly_one_more_attempt(
+    action: TimeoutAction, expected: tuple[str, int]
+) -> None:
+    """The agent needs 0.3 s with a 0.2 s timeout: RETRY fails again, EXTEND (0.4 s) succeeds."""
+    bench = Scripted()
+    slow = Task(
+        query="q",
+        metadata={"do": "slow", "seconds": 0.3},
+        protocol=TaskProtocol(timeout_seconds=0.2, timeout_action=action),
+    )
+    (report,) = await bench.run([slow])
+    assert (report["status"], report["attempts"]) == expected
+    assert bench.calls[slow.id] == expected[1]
+
+
+async def test_max_retries_reruns_a_repetition_whose_llm_call_failed(event_log: EventLog) -> None:
+    """The provider fails each request's first attempt; the call path gives up after one attempt,
+    the engine re-runs the repetition, whose identical request then succeeds."""
+    model = OpenAIChatModel(
+        settings=Settings(retry_max_attempts=1),
+        controller=ConcurrencyController(2),
+        sim_config=SimConfig(latency=0, fail_first=1, fail_first_status=503, retry_after=0),
+    )
+
+    class UsesModel(Benchmark):
+        def setup_agents(self, agent_data: Any, environment: Any, task: Task, user: Any) -> Any:
+            async def agent(query: Any) -> str:
+                return (await model.generate(query)).text
+
+            return [agent], {}
+
+    settings = Settings(retry_initial_delay=0.01, retry_max_delay=0.02)
+    async with model:
+        reports = await UsesModel(settings=settings).run(
+            [
+                Task(query="What is 1 + 1?", id="retried", protocol=TaskProtocol(max_retries=1)),
+                Task(query="What is 2 + 2?", id="not-retried"),
+            ]
+        )
+    by_id = {r["task_id"]: r for r in reports}
+    assert (by_id["retried"]["status"], by_id["retried"]["attempts"]) == ("success", 2)
+    assert by_id["retried"]["usage"]["llm_calls"] == 2  # both attempts' calls are counted
+    assert by_id["retried"]["usage"]["failed_calls"] == 1
+    assert (by_id["not-retried"]["status"], by_id["not-retried"]["attempts"]) == (
+        "unknown_execution_error",
+        1,
+    )
+    assert by_id["not-retried"]["error"]["type"] == "LLMCallFailed"
+
+
+class Recorder(BenchmarkCallback):
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self.active = 0
+        self.overlap = False
+
+    async def _note(self, hook: str, detail: Any) -> None:
+        self.active += 1
+        self.overlap |= self.active > 1
+        await anyio.sleep(0.001)  # a slow async callback: calls must still not overlap
+        self.calls.append((hook, detail))
+        self.active -= 1
+
+    async def on_run_start(self, benchmark: Benchmark) -> None:
+        await self._note("run_start", None)
+
+    async def on_task_selected(self, benchmark: Benchmark, task: Task, queue: TaskQueue) -> None:
+        await self._note("selected", task.id)
+
+    async def on_task_start(self, benchmark: Benchmark, task: Task) -> None:
+        await self._note("task_start", task.id)
+
+    async def on_task_repeat_start(self, benchmark: Benchmark, task: Task, repeat_idx: int) -> None:
+        await self._note("repeat_start", (task.id, repeat_idx))
+
+    async def on_task_repeat_end(self, benchmark: Benchmark, report: Mapping[str, Any]) -> None:
+        await self._note("repeat_end", (report["task_id"], report["repeat_idx"]))
+
+    def on_task_end(self, benchmark: Benchmark, task: Task, reports: Sequence[Any]) -> None:
+        self.calls.append(("task_end", (task.id, sorted(r["repeat_idx"] for r in reports))))
+
+    def on_queue_decision(self, benchmark: Benchmark, queue: TaskQueue, go_on: bool) -> None:
+        self.calls.append(("decision", go_on))
+
+    def on_run_end(self, benchmark: Benchmark, reports: Sequence[Any]) -> None:
+        self.calls.append(("run_end", len(reports)))
+
+
+class Raising(BenchmarkCallback):
+    def on_task_repeat_end(self, benchmark: Benchmark, report: Mapping[str, Any]) -> None:
+        raise RuntimeError("callback bug")
+
+
+async def test_callbacks_fire_serialized_and_a_raising_one_does_not_stop_the_run(
+    event_log: EventLog,
+) -> None:
+    recorder = Recorder()
+    bench = Scripted(n_task_repeats=3, max_concurrent_tasks=4, callbacks=[Raising(), recorder])
+    reports = await bench.run([Task(query="a", id="a"), Task(query="b", id="b")])
+    assert len(reports) == 6 and not recorder.overlap
+    hooks = [hook for hook, _ in recorder.calls]
+    assert hooks[0] == "run_start" and hooks[-1] == "run_end"
+    assert hooks.count("selected") == 2 and hooks.count("task_start") == 2
+    assert hooks.count("repeat_start") == hooks.count("repeat_end") == hooks.count("decision") == 6
+    ends = [detail for hook, detail in recorder.calls if hook == "task_end"]
+    assert sorted(ends) == [("a", [0, 1, 2]), ("b", [0, 1, 2])]  # every repetition seen
+    failures = event_log.named("callback_failed")
+    assert len(failures) == 6 and failures[0]["hook"] == "on_task_repeat_end"
+
+
+async def test_registries_are_isolated_between_concurrent_repetitions() -> None:
+    class Box:
+        def __init__(self, value: str) -> None:
+            self.value = value
+
+        def gather_traces(self) -> dict[str, Any]:
+            return {"value": self.value}
+
+        def gather_config(self) -> dict[str, Any]:
+            raise RuntimeError("config unavailable")
+
+    class Boxes(Benchmark):
+        async def setup_agents(
+            self, agent_data: Any, environment: Any, task: Task, user: Any
+        ) -> Any:
+            box = self.register("tools", "box", Box(task.id))
+            assert self.register("tools", "box", box) is box  # same key again: fine
+            with pytest.raises(ValueError, match="already registered as 'tools:box'"):
+                self.register("tools", "other", box)
+
+            async def agent(query: Any) -> Any:
+                await anyio.sleep(0.01)  # overlap with the other repetitions
+                return query
+
+            return [agent], {}
+
+    reports = await Boxes(max_concurrent_tasks=10).run(
+        [Task(query=i, id=str(i)) for i in range(10)]
+    )
+    for report in reports:
+        assert report["traces"]["tools"]["box"]["value"] == report["task_id"]
+        assert report["config"]["tools"]["box"]["error"] == "config unavailable"
+
+
+async def test_tasks_are_pulled_lazily_as_slots_free() -> None:
+    pulled = 0
+    done = 0
+
+    def endless() -> Iterator[Task]:
+        nonlocal pulled
+        for index in range(2_000):
+            pulled += 1
+            assert pulled <= done + 4 + 1, "the scheduler ran ahead of its slots"
+            yield Task(query=index, id=str(index))
+
+    class Count(BenchmarkCallback):
+        def on_task_repeat_end(self, benchmark: Benchmark, report: Any) -> None:
+            nonlocal done
+            done += 1
+
+    class Quick(Benchmark):
+        def setup_agents(self, agent_data: Any, environment: Any, task: Task, user: Any) -> Any:
+            async def agent(query: Any) -> Any:
+                await anyio.lowlevel.checkpoint()
+                return query
+
+            return [agent], {}
+
+    reports = await Quick(max_concurrent_tasks=4, callbacks=[Count()]).run(endless(), collect=False)
+    assert reports == [] and done == 2_000
+
+
+async def test_agent_data_one_for_all_or_one_per_task() -> None:
+    class Echo(Benchmark):
+        def setup_agents(self, agent_data: Any, environment: Any, task: Task, user: Any) -> Any:
+            return [lambda query: agent_data["name"]], {}
+
+    tasks = [Task(query=1, id="x"), Task(query=2, id="y")]
+    shared = await Echo().run(tasks, agent_data={"name": "same"})
+    per_task = await Echo().run(tasks, agent_data=[{"name": "first"}, {"name": "second"}])
+    assert [r["traces"] is not None for r in shared] == [True, True]
+    answers = {r["task_id"]: r["eval"] for r in per_task}
+    assert answers == {"x": [], "y": []}  # no evaluators: an empty list, not None
+    with pytest.raises(ValueError, match="agent_data has 1 entries for 2 tasks"):
+        await Echo().run(tasks, agent_data=[{"name": "only one"}])
+
+
+async def test_cancelling_a_run_ends_it_cleanly(event_log: EventLog) -> None:
+    bench = Scripted(max_concurrent_tasks=2)
+    tasks = [
+        Task(query="q", id=f"s{i}", metadata={"do": "slow", "seconds": 0.1}) for i in range(20)
+    ]
+    with anyio.move_on_after(0.35):
+        await bench.run(tasks)
+    (finished,) = event_log.named("run_finished")
+    assert finished["interrupted"] is True
+    assert 4 <= sum(finished["counts"].values()) <= 8
+
+
+def test_run_sync_works_from_a_script() -> None:
+    reports = Scripted().run_sync([task("answer")])
+    assert reports[0]["status"] == "success"
+
+
+async def test_run_sync_works_inside_a_running_event_loop() -> None:
+    """As in a notebook: the run gets its own thread and event loop."""
+    reports = Scripted().run_sync([task("answer")])
+    assert reports[0]["status"] == "success"
