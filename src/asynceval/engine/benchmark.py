@@ -45,11 +45,25 @@ _user: ContextVar[Any] = ContextVar("asynceval_user", default=None)
 _threads: ContextVar[ThreadRunner | None] = ContextVar("asynceval_threads", default=None)
 
 
+_async_methods: dict[Any, bool] = {}
+
+
+def _is_async(func: Callable[..., Any]) -> bool:
+    """Whether calling `func` gives a coroutine; cached for methods (asked per repetition)."""
+    key = getattr(func, "__func__", None)
+    if key is not None and key in _async_methods:
+        return _async_methods[key]
+    answer = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
+        getattr(func, "__call__", None)  # noqa: B004 (an object with an async __call__)
+    )
+    if key is not None:
+        _async_methods[key] = answer
+    return answer
+
+
 async def call_maybe_async(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Await `func(...)` if it is async; otherwise run it in one of the engine's worker threads."""
-    if inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
-        getattr(func, "__call__", None)  # noqa: B004 (an object with an async __call__)
-    ):
+    if _is_async(func):
         return await func(*args, **kwargs)
     runner = _threads.get()
     if runner is None:

@@ -14,7 +14,7 @@ import platform
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from os import PathLike
@@ -289,8 +289,10 @@ class Run:
             events.bind_context(task_id=task.id, repeat_idx=unit.repeat_idx),
         ):
             events.task_started(task_id=task.id, repeat_idx=unit.repeat_idx, attempt=attempt)
+            deadline = anyio.fail_after(timeout_s) if timeout_s is not None else _NO_DEADLINE
+            scope: anyio.CancelScope | None = None
             try:
-                with anyio.fail_after(timeout_s) as scope:  # None: no deadline
+                with deadline as scope:
                     data = unit.agent_data
                     environment = await call_maybe_async(bench.setup_environment, data, task)
                     user = await call_maybe_async(bench.setup_user, data, environment, task)
@@ -312,7 +314,8 @@ class Run:
                         bench.evaluate, evaluators, agents_by_name, answer, traces
                     )
             except TimeoutError as exc:
-                if timeout_s is None or not scope.cancel_called:  # the code's own TimeoutError
+                if scope is None or timeout_s is None or not scope.cancel_called:
+                    # the code's own TimeoutError, not our deadline
                     error = exc
                 else:
                     error = TaskTimeoutError(
@@ -347,6 +350,9 @@ class Run:
                 attempt=attempt,
             )
         return _Outcome(status, reason, eval_results, error, info, traces, config)
+
+
+_NO_DEADLINE: nullcontext[None] = nullcontext()  # reusable: no cancel scope without a timeout
 
 
 _LOOP_ENDED = (TaskExecutionStatus.SUCCESS, TaskExecutionStatus.EVALUATION_FAILED)

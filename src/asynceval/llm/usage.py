@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 
 @dataclass
@@ -24,7 +24,13 @@ class UsageCounter:
     completion_tokens: int = 0
 
     def as_dict(self) -> dict[str, int]:
-        return asdict(self)
+        return {
+            "llm_calls": self.llm_calls,
+            "failed_calls": self.failed_calls,
+            "retries": self.retries,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+        }
 
 
 _current: ContextVar[UsageCounter | None] = ContextVar("asynceval_usage", default=None)
