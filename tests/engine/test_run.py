@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -25,8 +26,10 @@ from asynceval import (
     TaskProtocol,
     TaskQueue,
     TimeoutAction,
+    UserError,
     current_context,
 )
+from asynceval.engine import read_records
 from asynceval.sim import SimConfig
 
 from ..conftest import EventLog
@@ -43,6 +46,15 @@ class Scripted(Benchmark):
         if task.metadata.get("do") == "env_setup_fails":
             raise RuntimeError("no sandbox")
         return {"log": []}
+
+    async def setup_user(self, agent_data: Any, environment: Any, task: Task) -> Any:
+        if task.metadata.get("do") != "user_error":
+            return None
+
+        async def user(answer: Any) -> Any:
+            raise UserError("the simulated user crashed")
+
+        return user
 
     async def setup_agents(self, agent_data: Any, environment: Any, task: Task, user: Any) -> Any:
         do = task.metadata.get("do", "answer")
@@ -88,6 +100,7 @@ async def test_report_keys_are_identical_whatever_the_status() -> None:
         task("unknown"),
         task("evaluation_fails"),
         task("env_setup_fails"),
+        task("user_error"),
         task("hang", timeout_seconds=0.1),
     ]
     reports = {r["task_id"]: r for r in await Scripted().run(tasks)}
@@ -99,6 +112,7 @@ async def test_report_keys_are_identical_whatever_the_status() -> None:
         "t-unknown": "unknown_execution_error",
         "t-evaluation_fails": "evaluation_failed",
         "t-env_setup_fails": "setup_failed",
+        "t-user_error": "user_error",
         "t-hang": "task_timeout",
     }
     for report in reports.values():
@@ -413,16 +427,24 @@ async def test_agent_data_one_for_all_or_one_per_task() -> None:
         await Echo().run(tasks, agent_data=[{"name": "only one"}])
 
 
-async def test_cancelling_a_run_ends_it_cleanly(event_log: EventLog) -> None:
+async def test_cancelling_a_run_ends_it_cleanly_with_every_finished_report_on_disk(
+    event_log: EventLog, tmp_path: Path
+) -> None:
     bench = Scripted(max_concurrent_tasks=2)
     tasks = [
         Task(query="q", id=f"s{i}", metadata={"do": "slow", "seconds": 0.1}) for i in range(20)
     ]
+    path = tmp_path / "results.jsonl"
     with anyio.move_on_after(0.35):
-        await bench.run(tasks)
+        await bench.run(tasks, results_path=path)
     (finished,) = event_log.named("run_finished")
     assert finished["interrupted"] is True
-    assert 4 <= sum(finished["counts"].values()) <= 8
+    done = sum(finished["counts"].values())
+    assert 4 <= done <= 8 and finished["written"] == done
+    records, damaged = read_records(path)
+    assert damaged == 0 and len(records) == 1 + done  # the header, then each finished report
+    started = {e["task_id"] for e in event_log.named("task_started")}
+    assert len(started) == done + 2  # the two in flight were cancelled, leaving no report
 
 
 def test_run_sync_works_from_a_script() -> None:
