@@ -112,7 +112,14 @@ class Run:
         settings = self.settings
         events.ensure_logging(settings)
         controller = install_default_controller(self.bench.controller, settings)
-        _threads.set(self.threads)
+        threads_token = _threads.set(self.threads)
+        try:
+            return await self._execute(controller)
+        finally:
+            _threads.reset(threads_token)
+
+    async def _execute(self, controller: ConcurrencyController) -> list[dict[str, Any]]:
+        settings = self.settings
         if self.resume and self.results_path is not None:
             self._done = await anyio.to_thread.run_sync(successful_pairs, self.results_path)
         started = anyio.current_time()
