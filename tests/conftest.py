@@ -99,6 +99,8 @@ def stop_sim_server(process: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+    if process.stderr is not None:
+        process.stderr.close()
 
 
 @pytest.fixture

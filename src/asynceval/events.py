@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import IO, Any, TextIO
 
@@ -236,10 +236,31 @@ def _log() -> Any:
     return _logger
 
 
+Observer = Callable[[str, Mapping[str, Any]], None]
+_observers: tuple[Observer, ...] = ()
+
+
+def add_observer(observer: Observer) -> None:
+    """Call `observer(event, fields)` for every event from now on, whatever LOG_LEVEL filters
+    (a progress display counts retries this way). It runs inline: keep it quick; errors in it
+    are counted like write failures."""
+    global _observers
+    with _lock:
+        _observers = (*_observers, observer)
+
+
+def remove_observer(observer: Observer) -> None:
+    global _observers
+    with _lock:
+        _observers = tuple(o for o in _observers if o is not observer)
+
+
 def _write(level: str, event: str, fields: dict[str, Any]) -> None:
     """Write one event; a failure to write is counted, never raised into the call it describes."""
     global _write_failures
     try:
+        for observer in _observers:
+            observer(event, fields)
         getattr(_log(), level)(event, **fields)
     except Exception as exc:
         _write_failures += 1

@@ -128,6 +128,10 @@ class Benchmark(ABC):
             "max_invocations": self.max_invocations,
         }
 
+    def default_tasks(self) -> Iterable[Task | Mapping[str, Any]] | None:
+        """The tasks `asynceval run TARGET` uses when no --tasks file is given; None: none."""
+        return None
+
     # --- hooks -----------------------------------------------------------------------------
 
     async def setup_environment(self, agent_data: Mapping[str, Any], task: Task) -> Any:

@@ -5,11 +5,13 @@
 
 `error` is None or {type, message, traceback, elapsed_s, timeout_s}; `usage` counts the LLM calls,
 retries and tokens of the repetition (gathered by the call path, never passed by hand); `timing`
-holds queued_s (from the run's start to this repetition's start) and duration_s.
+holds queued_s (from its task being chosen to this repetition's start), duration_s, and
+finished_at (Unix time).
 """
 
 from __future__ import annotations
 
+import time
 import traceback
 from collections.abc import Mapping
 from typing import Any
@@ -89,6 +91,10 @@ def build_report(
         "traces": dict(traces),
         "config": dict(config),
         "usage": dict(usage),
-        "timing": {"queued_s": round(queued_s, 6), "duration_s": round(duration_s, 6)},
+        "timing": {
+            "queued_s": round(queued_s, 6),
+            "duration_s": round(duration_s, 6),
+            "finished_at": round(time.time(), 3),
+        },
         "attempts": attempts,
     }

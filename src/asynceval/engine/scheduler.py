@@ -157,6 +157,7 @@ class Run:
             "asynceval_version": __version__,
             "python": platform.python_version(),
             "started_at": datetime.now(UTC).isoformat(),
+            "started_at_unix": round(time.time(), 3),
             "benchmark": type(self.bench).__qualname__,
             "benchmark_config": self.bench.gather_config(),
             "settings": self.settings.public(),

@@ -1,19 +1,12 @@
-"""The `asynceval` command line.
-
-    asynceval sim serve [--port 8000] [--latency 0.05] [--fault 503=0.1] ...
-
-Mistakes a person makes (a bad option value) get one line on stderr and exit status 2, never a
-traceback.
-"""
+"""`asynceval sim serve`: the simulated provider on a loopback socket."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from typing import Any
 
-from . import __version__
-from .sim import SimConfig, serve
+from ..sim import SimConfig, serve
 
 
 def _fault(text: str) -> tuple[int, float]:
@@ -38,13 +31,8 @@ def _port(text: str) -> int:
     return port
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="asynceval", description="Run LLM and agent evaluations under bounded concurrency."
-    )
-    parser.add_argument("--version", action="version", version=f"asynceval {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def add_parser(commands: Any) -> None:
+    """Add `sim serve` to the `asynceval` subcommands."""
     sim = commands.add_parser("sim", help="the simulated LLM provider")
     sim_commands = sim.add_subparsers(dest="sim_command", required=True, metavar="SUBCOMMAND")
     serve_cmd = sim_commands.add_parser(
@@ -89,10 +77,10 @@ def _parser() -> argparse.ArgumentParser:
         choices=["critical", "error", "warning", "info", "debug", "trace"],
         help="uvicorn's log level",
     )
-    return parser
+    serve_cmd.set_defaults(handler=sim_serve)
 
 
-def _sim_serve(args: argparse.Namespace) -> int:
+def sim_serve(args: argparse.Namespace) -> int:
     try:
         config = SimConfig(
             seed=args.seed,
@@ -115,15 +103,3 @@ def _sim_serve(args: argparse.Namespace) -> int:
     print(f"simulated provider on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
     serve(config, host=args.host, port=args.port, log_level=args.log_level)
     return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `asynceval` console script; returns the exit status."""
-    args = _parser().parse_args(argv)
-    if args.command == "sim" and args.sim_command == "serve":
-        return _sim_serve(args)
-    raise AssertionError(f"unhandled command {args.command!r}")  # argparse enforces the choices
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,136 @@
+"""Checking an event log: did the concurrency limit hold, and was every 429 resolved?
+
+The check replays the log in order: +1 per `acquired`, -1 per `released`, per call_id, so the
+maximum is the true number of calls in flight (SC-002). A 429 counts as unresolved when its call
+never succeeded afterwards and no `llm_call_failed` recorded its end (SC-001).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from os import PathLike
+from typing import Any
+
+
+class LogFormatError(ValueError):
+    """An event log line that is not a JSON object; the message names the line."""
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+@dataclass
+class LogCheck:
+    """What an event log shows about the limit and the retries (see `check_events`)."""
+
+    events: int = 0
+    calls: int = 0
+    max_in_flight: int = 0
+    limit: int | None = None
+    limit_held: bool = True
+    unresolved_429: list[str] = field(default_factory=list)
+    retries: int = 0
+    retries_by_status: dict[str, int] = field(default_factory=dict)
+    timeouts: int = 0
+    failed_calls: int = 0
+    queue_wait_p50_s: float | None = None
+    queue_wait_p95_s: float | None = None
+    held_p50_s: float | None = None
+    held_p95_s: float | None = None
+    unbalanced: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.limit_held and not self.unresolved_429
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok}
+
+
+def read_events(path: str | PathLike[str]) -> list[dict[str, Any]]:
+    """Every event of a JSON-lines log; a line that is not a JSON object is a LogFormatError."""
+    events: list[dict[str, Any]] = []
+    with open(path, encoding="utf-8") as file:
+        for number, line in enumerate(file, start=1):
+            if not line.strip():
+                continue
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise LogFormatError(f"{path}:{number}: not JSON ({exc.msg})") from None
+            if not isinstance(event, dict) or "event" not in event:
+                raise LogFormatError(f"{path}:{number}: not an event object")
+            events.append(event)
+    return events
+
+
+def check_events(events: Iterable[dict[str, Any]], limit: int | None = None) -> LogCheck:
+    """Replay events in order. `limit` defaults to the max_concurrent_llm_calls of the last
+    run_started event seen (if any).
+
+    A call that got a 429 is followed per call_id: an attempt that ends (`released`) with no
+    `retry` after it succeeded, which resolves the 429; `llm_call_failed` resolves it too (the
+    failure is on record). Anything else left at the end of the log is unresolved.
+    """
+    check = LogCheck(limit=limit)
+    in_flight: dict[str, int] = {}
+    current = 0
+    after_429: dict[str, str] = {}  # call_id -> "pending" | "attempt_ended"
+    calls: set[str] = set()
+    waits: list[float] = []
+    helds: list[float] = []
+    by_status: dict[str, int] = {}
+    for event in events:
+        check.events += 1
+        name = event.get("event")
+        call_id = str(event.get("call_id"))
+        if name == "run_started" and limit is None:
+            value = event.get("max_concurrent_llm_calls")
+            if isinstance(value, int):
+                check.limit = value
+        elif name == "acquired":
+            calls.add(call_id)
+            in_flight[call_id] = in_flight.get(call_id, 0) + 1
+            current += 1
+            check.max_in_flight = max(check.max_in_flight, current)
+            if isinstance(event.get("wait_s"), int | float):
+                waits.append(float(event["wait_s"]))
+        elif name == "released":
+            if in_flight.get(call_id, 0) <= 0:
+                check.unbalanced.append(call_id)
+            else:
+                in_flight[call_id] -= 1
+                current -= 1
+            if isinstance(event.get("held_s"), int | float):
+                helds.append(float(event["held_s"]))
+            if call_id in after_429:
+                after_429[call_id] = "attempt_ended"  # a success, unless a retry follows
+        elif name == "retry":
+            check.retries += 1
+            status = event.get("status_code")
+            by_status[str(status)] = by_status.get(str(status), 0) + 1
+            if status == 429 or call_id in after_429:
+                after_429[call_id] = "pending"
+        elif name == "timeout":
+            check.timeouts += 1
+        elif name == "llm_call_failed":
+            check.failed_calls += 1
+            after_429.pop(call_id, None)
+    check.unresolved_429 = [c for c, state in after_429.items() if state == "pending"]
+    check.calls = len(calls)
+    check.retries_by_status = by_status
+    if check.limit is not None:
+        check.limit_held = check.max_in_flight <= check.limit
+    check.unbalanced += [c for c, n in in_flight.items() if n > 0]
+    check.queue_wait_p50_s = _percentile(waits, 0.5)
+    check.queue_wait_p95_s = _percentile(waits, 0.95)
+    check.held_p50_s = _percentile(helds, 0.5)
+    check.held_p95_s = _percentile(helds, 0.95)
+    return check

@@ -1,0 +1,143 @@
+"""Summaries of a run's reports: what happened, and how well the agents did.
+
+Infrastructure failures and timeouts are counted apart and never folded into the score: the pass
+rate is computed only over scored repetitions (status success or evaluation_failed with at least
+one usable evaluator result), with a 95% Wilson interval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+Z_95 = 1.959963984540054
+
+
+def wilson_interval(passed: float, total: int, z: float = Z_95) -> tuple[float, float]:
+    """The Wilson score interval for `passed` successes out of `total` (0..1 bounds)."""
+    if total <= 0:
+        return (0.0, 1.0)
+    p = passed / total
+    denominator = 1 + z * z / total
+    centre = (p + z * z / (2 * total)) / denominator
+    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denominator
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def report_score(report: Mapping[str, Any]) -> float | None:
+    """1.0 / 0.0 (or a fraction) for a scored repetition, None when it has no usable result.
+
+    Evaluator entries with a boolean "passed" decide (all passed = 1); else numeric "score" values
+    in [0, 1] are averaged. Failed repetitions are not scored.
+    """
+    if report.get("status") not in ("success", "evaluation_failed"):
+        return None
+    entries = [e for e in report.get("eval") or () if isinstance(e, Mapping)]
+    passed = [e["passed"] for e in entries if isinstance(e.get("passed"), bool)]
+    if passed:
+        return 1.0 if all(passed) else 0.0
+    scores = [
+        float(e["score"])
+        for e in entries
+        if isinstance(e.get("score"), int | float)
+        and not isinstance(e.get("score"), bool)
+        and 0 <= e["score"] <= 1
+    ]
+    return sum(scores) / len(scores) if scores else None
+
+
+def _percentile(values: Sequence[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))
+    return ordered[index]
+
+
+@dataclass
+class Summary:
+    """Counts, pass rate and costs of a set of reports (see `summarize`)."""
+
+    repetitions: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    termination_reasons: dict[str, int] = field(default_factory=dict)
+    scored: int = 0
+    passed: float = 0.0
+    pass_rate: float | None = None
+    pass_rate_ci95: tuple[float, float] | None = None
+    infrastructure_errors: int = 0
+    timeouts: int = 0
+    llm_calls: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    duration_p50_s: float | None = None
+    duration_p95_s: float | None = None
+    wall_s: float | None = None
+    runs: int = 0
+    damaged_lines: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+INFRASTRUCTURE = {"unknown_execution_error", "setup_failed", "environment_error"}
+
+
+def summarize(records: Iterable[Mapping[str, Any]], wall_s: float | None = None) -> Summary:
+    """A Summary of a results file's records: header lines (`{"type": "header"}`) count runs, and
+    of several reports for one (task_id, repeat_idx), as after a resume, the last one counts.
+    Without `wall_s`, the wall time runs from the first header's start to the last report."""
+    summary = Summary(wall_s=wall_s)
+    latest: dict[tuple[Any, Any], Mapping[str, Any]] = {}
+    first_start: float | None = None
+    last_end: float | None = None
+    for record in records:
+        if record.get("type") == "header":
+            summary.runs += 1
+            start = record.get("started_at_unix")
+            if isinstance(start, int | float) and first_start is None:
+                first_start = float(start)
+            continue
+        latest[(record.get("task_id"), record.get("repeat_idx"))] = record
+        end = (record.get("timing") or {}).get("finished_at")
+        if isinstance(end, int | float):
+            last_end = float(end) if last_end is None else max(last_end, float(end))
+    if summary.wall_s is None and first_start is not None and last_end is not None:
+        summary.wall_s = max(0.0, last_end - first_start)
+    statuses: Counter[str] = Counter()
+    reasons: Counter[str] = Counter()
+    durations: list[float] = []
+    for record in latest.values():
+        summary.repetitions += 1
+        status = str(record.get("status"))
+        statuses[status] += 1
+        if record.get("termination_reason"):
+            reasons[str(record["termination_reason"])] += 1
+        if status in INFRASTRUCTURE:
+            summary.infrastructure_errors += 1
+        if status == "task_timeout":
+            summary.timeouts += 1
+        score = report_score(record)
+        if score is not None:
+            summary.scored += 1
+            summary.passed += score
+        usage = record.get("usage") or {}
+        summary.llm_calls += int(usage.get("llm_calls", 0))
+        summary.retries += int(usage.get("retries", 0))
+        summary.prompt_tokens += int(usage.get("prompt_tokens", 0))
+        summary.completion_tokens += int(usage.get("completion_tokens", 0))
+        duration = (record.get("timing") or {}).get("duration_s")
+        if isinstance(duration, int | float):
+            durations.append(float(duration))
+    summary.statuses = dict(statuses.most_common())
+    summary.termination_reasons = dict(reasons.most_common())
+    if summary.scored:
+        summary.pass_rate = summary.passed / summary.scored
+        summary.pass_rate_ci95 = wilson_interval(summary.passed, summary.scored)
+    summary.duration_p50_s = _percentile(durations, 0.50)
+    summary.duration_p95_s = _percentile(durations, 0.95)
+    return summary

@@ -1,0 +1,51 @@
+"""The `asynceval` command line.
+
+    asynceval run TARGET [--tasks FILE] [--out DIR | --resume DIR] [...]
+    asynceval report RESULTS.jsonl [--json]
+    asynceval logs check EVENTS.jsonl [--limit N] [--json]
+    asynceval sim serve [--port 8000] [--latency 0.05] [--fault 503=0.1] ...
+
+A mistake a person makes (a missing target, a bad file, a bad setting) gets one line on stderr and
+a non-zero exit status, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from .. import __version__
+from ._errors import CLIError
+from ._logs import add_parser as add_logs_parser
+from ._report import add_parser as add_report_parser
+from ._run import add_parser as add_run_parser
+from ._sim import add_parser as add_sim_parser
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="asynceval", description="Run LLM and agent evaluations under bounded concurrency."
+    )
+    parser.add_argument("--version", action="version", version=f"asynceval {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_run_parser(commands)
+    add_report_parser(commands)
+    add_logs_parser(commands)
+    add_sim_parser(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `asynceval` console script; returns the exit status."""
+    args = _parser().parse_args(argv)
+    try:
+        status: int = args.handler(args)
+    except CLIError as exc:
+        print(f"asynceval {args.command}: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

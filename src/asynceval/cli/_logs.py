@@ -1,0 +1,68 @@
+"""`asynceval logs check EVENTS.jsonl`: did the limit hold, was every 429 resolved?
+
+Exit status 0 when both hold, 1 when either was violated, 2 when the log cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from ..analysis.logcheck import LogFormatError, check_events, read_events
+from ._errors import CLIError
+
+
+def add_parser(commands: Any) -> None:
+    logs = commands.add_parser("logs", help="inspect event logs")
+    sub = logs.add_subparsers(dest="logs_command", required=True, metavar="SUBCOMMAND")
+    check = sub.add_parser(
+        "check",
+        help="replay an event log: max in flight, unresolved 429s, retries, waits",
+        description="Exit 0 if the limit held and every 429 was resolved, 1 if not, 2 if the "
+        "log cannot be read.",
+    )
+    check.add_argument("events", help="an events.jsonl file (or the run directory holding it)")
+    check.add_argument(
+        "--limit", type=int, default=None, help="the limit to check (default: run_started's)"
+    )
+    check.add_argument("--json", action="store_true", help="print the findings as JSON")
+    check.set_defaults(handler=logs_check)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1000:.1f} ms"
+
+
+def logs_check(args: argparse.Namespace) -> int:
+    path = Path(args.events)
+    if path.is_dir():
+        path = path / "events.jsonl"
+    if args.limit is not None and args.limit < 1:
+        raise CLIError(f"--limit must be >= 1, got {args.limit}")
+    try:
+        events = read_events(path)
+    except FileNotFoundError:
+        raise CLIError(f"{args.events}: no such file") from None
+    except (LogFormatError, OSError, UnicodeDecodeError) as exc:
+        raise CLIError(str(exc)) from exc
+    check = check_events(events, limit=args.limit)
+    if args.json:
+        print(json.dumps(check.as_dict(), indent=2))
+    else:
+        limit = "unknown (pass --limit)" if check.limit is None else str(check.limit)
+        verdict = "held" if check.limit_held else "EXCEEDED"
+        print(f"events            {check.events} ({check.calls} calls)")
+        print(f"max in flight     {check.max_in_flight} (limit {limit}: {verdict})")
+        print(f"unresolved 429s   {len(check.unresolved_429)}")
+        by_status = ", ".join(f"{k}: {v}" for k, v in sorted(check.retries_by_status.items()))
+        print(f"retries           {check.retries}" + (f" ({by_status})" if by_status else ""))
+        print(f"timeouts          {check.timeouts}")
+        print(f"failed calls      {check.failed_calls}")
+        print(
+            f"queue wait        p50 {_ms(check.queue_wait_p50_s)}, p95 {_ms(check.queue_wait_p95_s)}"
+        )
+        print(f"slot held         p50 {_ms(check.held_p50_s)}, p95 {_ms(check.held_p95_s)}")
+        print("OK" if check.ok else "VIOLATED")
+    return 0 if check.ok else 1

@@ -1,0 +1,131 @@
+"""The live view of a run: a rich panel on a terminal, plain periodic lines elsewhere.
+
+It learns what happens from asynceval's events (an observer: retries, timeouts, finished
+repetitions) and from the controller (calls in flight, calls queued).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any, Literal, TextIO
+
+import anyio
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from ..limits import ConcurrencyController
+
+Mode = Literal["live", "plain", "quiet"]
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    seconds = int(seconds)
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+class Progress:
+    """Counts a run's progress; `observe` is an events observer, `show` the refresh loop."""
+
+    def __init__(
+        self,
+        controller: ConcurrencyController,
+        total: int | None,
+        mode: Mode,
+        stream: TextIO,
+        plain_every: float = 5.0,
+    ) -> None:
+        self.controller = controller
+        self.total = total
+        self.mode = mode
+        self.stream = stream
+        self.plain_every = plain_every
+        self.statuses: Counter[str] = Counter()
+        self.retries = 0
+        self.timeouts = 0
+        self.started = time.monotonic()
+
+    def observe(self, event: str, fields: Mapping[str, Any]) -> None:
+        if event == "run_started" and self.total is not None:
+            self.total -= int(fields.get("resumed_pairs") or 0)  # done in an earlier run
+        elif event == "task_finished":
+            self.statuses[str(fields.get("status"))] += 1
+        elif event == "retry":
+            self.retries += 1
+        elif event == "timeout":
+            self.timeouts += 1
+
+    @property
+    def done(self) -> int:
+        return sum(self.statuses.values())
+
+    def figures(self) -> dict[str, Any]:
+        """The numbers the views show."""
+        elapsed = time.monotonic() - self.started
+        done = self.done
+        eta = None
+        if self.total and done:
+            eta = max(0.0, (self.total - done) * elapsed / done)
+        stats = self.controller.statistics()
+        success = self.statuses.get("success", 0)
+        return {
+            "done": done,
+            "total": self.total,
+            "in_flight": stats.active,
+            "limit": stats.limit,
+            "queued": stats.waiting,
+            "retries": self.retries,
+            "timeouts": self.timeouts,
+            "success_rate": success / done if done else None,
+            "elapsed": elapsed,
+            "eta": eta,
+        }
+
+    def line(self) -> str:
+        f = self.figures()
+        total = f"/{f['total']}" if f["total"] else ""
+        rate = "-" if f["success_rate"] is None else f"{f['success_rate']:.0%}"
+        return (
+            f"[{_duration(f['elapsed'])}] done {f['done']}{total} | in flight "
+            f"{f['in_flight']}/{f['limit']} | queued calls {f['queued']} | retries {f['retries']}"
+            f" | timeouts {f['timeouts']} | success {rate} | ETA {_duration(f['eta'])}"
+        )
+
+    def table(self) -> Table:
+        f = self.figures()
+        table = Table(title="asynceval run", show_header=False, expand=False)
+        table.add_column(style="bold")
+        table.add_column()
+        total = f"/{f['total']}" if f["total"] else ""
+        table.add_row("done", f"{f['done']}{total}")
+        table.add_row("LLM calls in flight", f"{f['in_flight']} / {f['limit']}")
+        table.add_row("calls queued", str(f["queued"]))
+        table.add_row("retries / timeouts", f"{f['retries']} / {f['timeouts']}")
+        rate = "-" if f["success_rate"] is None else f"{f['success_rate']:.1%}"
+        table.add_row("success so far", rate)
+        table.add_row("elapsed / ETA", f"{_duration(f['elapsed'])} / {_duration(f['eta'])}")
+        return table
+
+    async def show(self) -> None:
+        """Refresh until cancelled; the last state is left on screen."""
+        if self.mode == "quiet":
+            await anyio.sleep_forever()
+        if self.mode == "plain":
+            try:
+                while True:
+                    await anyio.sleep(self.plain_every)
+                    print(self.line(), file=self.stream, flush=True)
+            finally:
+                print(self.line(), file=self.stream, flush=True)
+        console = Console(file=self.stream)
+        with Live(self.table(), console=console, auto_refresh=False) as live:
+            try:
+                while True:
+                    await anyio.sleep(0.25)
+                    live.update(self.table(), refresh=True)
+            finally:
+                live.update(self.table(), refresh=True)

@@ -1,0 +1,96 @@
+"""`asynceval report RESULTS.jsonl`: what a run did, as a table or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.table import Table
+
+from ..analysis import Summary, summarize
+from ..engine import read_records
+from ._errors import CLIError
+
+
+def add_parser(commands: Any) -> None:
+    report = commands.add_parser(
+        "report", help="summarize a results file", description="Summarize a results.jsonl file."
+    )
+    report.add_argument("results", help="a results.jsonl file (or the run directory holding it)")
+    report.add_argument("--json", action="store_true", help="print the summary as JSON")
+    report.set_defaults(handler=report_command)
+
+
+def results_file(path_text: str) -> Path:
+    path = Path(path_text)
+    if path.is_dir():
+        path = path / "results.jsonl"
+    if not path.is_file():
+        raise CLIError(f"{path_text}: no results file there")
+    return path
+
+
+def load_summary(path: Path, wall_s: float | None = None) -> Summary:
+    try:
+        records, damaged = read_records(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CLIError(f"{path}: cannot be read ({exc})") from exc
+    if not records:
+        raise CLIError(f"{path}: holds no results")
+    summary = summarize(records, wall_s=wall_s)
+    summary.damaged_lines = damaged  # e.g. a line cut short by a kill
+    return summary
+
+
+def report_command(args: argparse.Namespace) -> int:
+    summary = load_summary(results_file(args.results))
+    if args.json:
+        print(json.dumps(summary.as_dict(), indent=2))
+    else:
+        print_summary(summary, sys.stdout)
+    return 0
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} s"
+
+
+def print_summary(summary: Summary, stream: TextIO) -> None:
+    """The summary table (plain text when the stream is not a terminal)."""
+    console = Console(file=stream)
+    table = Table(title="asynceval results", show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("repetitions", str(summary.repetitions))
+    for status, count in summary.statuses.items():
+        table.add_row(f"  {status}", str(count))
+    if summary.termination_reasons:
+        reasons = ", ".join(f"{k} {v}" for k, v in summary.termination_reasons.items())
+        table.add_row("termination reasons", reasons)
+    if summary.pass_rate is not None and summary.pass_rate_ci95 is not None:
+        low, high = summary.pass_rate_ci95
+        passed = f"{summary.passed:g}"
+        table.add_row(
+            "pass rate",
+            f"{passed}/{summary.scored} = {summary.pass_rate:.1%} (95% CI {low:.1%}-{high:.1%})",
+        )
+    else:
+        table.add_row("pass rate", "no scored repetitions")
+    table.add_row(
+        "not scored",
+        f"{summary.infrastructure_errors} infrastructure errors, {summary.timeouts} timeouts",
+    )
+    table.add_row("LLM calls / retries", f"{summary.llm_calls} / {summary.retries}")
+    table.add_row("tokens in / out", f"{summary.prompt_tokens} / {summary.completion_tokens}")
+    table.add_row(
+        "task duration p50 / p95",
+        f"{_seconds(summary.duration_p50_s)} / {_seconds(summary.duration_p95_s)}",
+    )
+    table.add_row("wall time", _seconds(summary.wall_s))
+    if summary.damaged_lines:
+        table.add_row("damaged lines", f"{summary.damaged_lines} (skipped)")
+    console.print(table)

@@ -1,0 +1,175 @@
+"""`asynceval run TARGET`: run a benchmark from a shell, with live progress and a summary.
+
+The run writes DIR/results.jsonl and DIR/events.jsonl; options beat `.env` and the environment
+(they are put into the environment before the target is imported, so models the target builds
+at import time see them too). Ctrl-C stops the run cleanly: every finished report is already in
+DIR, and `--resume DIR` finishes the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from .. import events
+from ..config import Settings
+from ..engine import Benchmark, Task, load_tasks
+from ..errors import ConfigError, TaskSpecError
+from ..limits import ConcurrencyController
+from ._errors import CLIError
+from ._progress import Mode, Progress
+from ._report import load_summary, print_summary
+from ._target import load_benchmark
+
+# option -> environment variable it overrides
+OVERRIDES = {
+    "max_concurrent_llm_calls": "MAX_CONCURRENT_LLM_CALLS",
+    "max_concurrent_tasks": "MAX_CONCURRENT_TASKS",
+    "llm_call_timeout": "LLM_CALL_TIMEOUT",
+    "base_url": "LLM_BASE_URL",
+    "model": "LLM_MODEL",
+}
+
+
+def add_parser(commands: Any) -> None:
+    run = commands.add_parser(
+        "run",
+        help="run a benchmark",
+        description="Run a benchmark: TARGET is path/file.py[:NAME] or module:NAME, naming a "
+        "Benchmark class, instance or zero-argument factory.",
+    )
+    run.add_argument("target", help="path/file.py[:NAME] or module:NAME")
+    run.add_argument("--tasks", metavar="FILE.jsonl", help="tasks, one JSON object per line")
+    where = run.add_mutually_exclusive_group()
+    where.add_argument("--out", metavar="DIR", help="where to write (default results/NAME-TIME)")
+    where.add_argument("--resume", metavar="DIR", help="continue the run whose files are in DIR")
+    run.add_argument("--repeats", type=int, metavar="N", help="repetitions per task")
+    run.add_argument("--max-concurrent-llm-calls", type=int, metavar="N")
+    run.add_argument("--max-concurrent-tasks", type=int, metavar="N")
+    run.add_argument("--llm-call-timeout", type=float, metavar="SECONDS")
+    run.add_argument("--base-url", metavar="URL", help="provider base URL, e.g. http://host/v1")
+    run.add_argument("--model", metavar="NAME", help="model name")
+    run.add_argument("--quiet", action="store_true", help="no progress display, no summary")
+    run.set_defaults(handler=run_command)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    if args.repeats is not None and args.repeats < 1:
+        raise CLIError(f"--repeats must be >= 1, got {args.repeats}")
+    for option, variable in OVERRIDES.items():
+        value = getattr(args, option)
+        if value is not None:
+            os.environ[variable] = str(value)
+    out = _output_dir(args)
+    os.environ["LOG_FILE"] = str(out / "events.jsonl")
+    try:
+        settings = Settings()
+    except ConfigError as exc:
+        raise CLIError(str(exc)) from None
+    bench = load_benchmark(args.target)
+    tasks = _tasks(args, bench)
+    if bench.settings is not None:  # the target chose settings: the options still win
+        chosen = {o: getattr(args, o) for o in OVERRIDES if getattr(args, o) is not None}
+        fields = {"base_url": "llm_base_url", "model": "llm_model"}
+        update = {fields.get(k, k): v for k, v in chosen.items()}
+        try:
+            settings = Settings(**{**bench.settings.model_dump(), **update, "log_file": None})
+        except ConfigError as exc:
+            raise CLIError(str(exc)) from None
+    bench.settings = settings
+    if args.repeats is not None:
+        bench.n_task_repeats = args.repeats
+    if bench.controller is None:
+        bench.controller = ConcurrencyController.from_settings(settings)
+    events.configure_logging(settings.model_copy(update={"log_file": str(out / "events.jsonl")}))
+    total = _total(tasks, bench)
+    mode: Mode = "quiet" if args.quiet else ("live" if sys.stdout.isatty() else "plain")
+    progress = Progress(bench.controller, total, mode, sys.stdout)
+    started = time.monotonic()
+    resume = args.resume is not None
+    try:
+        anyio.run(_execute, bench, tasks, out, resume, progress)
+    except KeyboardInterrupt:
+        print(
+            f"interrupted: {progress.done} repetitions finished and are in {out}; "
+            f"finish the rest with: asynceval run {args.target} --resume {out}",
+            file=sys.stderr,
+        )
+        return 130
+    if not args.quiet:
+        print_summary(load_summary(out / "results.jsonl", time.monotonic() - started), sys.stdout)
+        print(f"results: {out / 'results.jsonl'}\nevents:  {out / 'events.jsonl'}")
+    return 0
+
+
+async def _execute(
+    bench: Benchmark, tasks: Iterable[Any], out: Path, resume: bool, progress: Progress
+) -> None:
+    events.add_observer(progress.observe)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(progress.show)
+            try:
+                await bench.run(
+                    tasks, results_path=out / "results.jsonl", resume=resume, collect=False
+                )
+            finally:
+                tg.cancel_scope.cancel()
+    finally:
+        events.remove_observer(progress.observe)
+
+
+def _output_dir(args: argparse.Namespace) -> Path:
+    if args.resume is not None:
+        out = Path(args.resume)
+        results = out / "results.jsonl"
+        if not results.is_file() or results.stat().st_size == 0:
+            raise CLIError(f"--resume {args.resume}: no results.jsonl there to resume")
+        return out
+    if args.out is not None:
+        out = Path(args.out)
+    else:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        name = Path(args.target.partition(":")[0]).stem or "run"
+        out = Path("results") / f"{name}-{stamp}"
+    if (out / "results.jsonl").exists():
+        raise CLIError(
+            f"{out} already holds results: continue them with --resume {out}, or choose --out"
+        )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".asynceval-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise CLIError(f"cannot write to {out}: {exc.strerror or exc}") from None
+    return out
+
+
+def _tasks(args: argparse.Namespace, bench: Benchmark) -> Iterable[Task | Mapping[str, Any]]:
+    if args.tasks is not None:
+        try:
+            return load_tasks(args.tasks)
+        except FileNotFoundError:
+            raise CLIError(f"--tasks {args.tasks}: no such file") from None
+        except TaskSpecError as exc:
+            raise CLIError(str(exc)) from None
+    tasks = bench.default_tasks()
+    if tasks is None:
+        raise CLIError(
+            f"{args.target}: the benchmark has no tasks of its own; pass --tasks FILE.jsonl "
+            "(or define default_tasks() on it)"
+        )
+    return tasks
+
+
+def _total(tasks: Iterable[Any], bench: Benchmark) -> int | None:
+    return len(tasks) * bench.n_task_repeats if hasattr(tasks, "__len__") else None  # type: ignore[arg-type]
