@@ -1,0 +1,220 @@
+"""The command line with real subprocesses: run, resume after Ctrl-C, overrides, the errors a
+person makes, report, logs check, and the progress display with and without a terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from asynceval.engine import read_records
+
+ROOT = Path(__file__).parents[2]
+SLOW = str(Path(__file__).parent / "slow_bench.py")
+ARITHMETIC = str(ROOT / "examples" / "arithmetic.py")
+CLI = [sys.executable, "-m", "asynceval"]
+
+
+def asynceval(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+def events_of(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_run_writes_results_and_events_and_a_summary(tmp_path: Path) -> None:
+    done = asynceval("run", ARITHMETIC, "--out", "out", "--repeats", "2", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    records, damaged = read_records(tmp_path / "out" / "results.jsonl")
+    assert damaged == 0 and records[0]["type"] == "header" and len(records) == 1 + 80
+    events = events_of(tmp_path / "out" / "events.jsonl")
+    names = Counter(str(e["event"]) for e in events)
+    assert names["run_started"] == 1 and names["task_finished"] == 80 and names["acquired"] == 80
+    assert "pass rate" in done.stdout and "/80 = " in done.stdout
+    assert "done 80/80" in done.stdout  # the plain progress line (stdout is not a terminal)
+
+
+def test_default_output_directory_is_named_after_the_target(tmp_path: Path) -> None:
+    done = asynceval("run", ARITHMETIC, "--quiet", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (out,) = (tmp_path / "results").iterdir()
+    assert out.name.startswith("arithmetic-") and (out / "results.jsonl").is_file()
+    assert done.stdout == ""
+
+
+def test_options_beat_the_environment_and_dotenv(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("MAX_CONCURRENT_LLM_CALLS=2\nLLM_CALL_TIMEOUT=33\n")
+    env = {"MAX_CONCURRENT_LLM_CALLS": "3"}
+    done = asynceval(
+        "run", ARITHMETIC, "--out", "o", "--max-concurrent-llm-calls", "7", "--quiet",
+        cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (started,) = [
+        e for e in events_of(tmp_path / "o" / "events.jsonl") if e["event"] == "run_started"
+    ]
+    assert started["max_concurrent_llm_calls"] == 7  # the option beats the environment
+    assert started["llm_call_timeout"] == 33  # .env still applies where no option is given
+
+
+def test_ctrl_c_then_resume_finishes_without_rerunning_successes(tmp_path: Path) -> None:
+    first = subprocess.Popen(
+        [*CLI, "run", SLOW, "--out", "o"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    results = tmp_path / "o" / "results.jsonl"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if results.exists() and len(results.read_text().splitlines()) >= 12:
+            break
+        time.sleep(0.05)
+    first.send_signal(signal.SIGINT)
+    _, err = first.communicate(timeout=30)
+    assert first.returncode == 130, err
+    assert "--resume" in err and "Traceback" not in err
+    finished_first = {
+        r["task_id"] for r in read_records(results)[0] if r.get("status") == "success"
+    }
+    assert 10 <= len(finished_first) < 60
+
+    second = asynceval("run", SLOW, "--resume", "o", "--quiet", cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    records, _ = read_records(results)
+    successes = Counter(r["task_id"] for r in records if r.get("status") == "success")
+    assert len(successes) == 60 and set(successes.values()) == {1}
+    events = events_of(tmp_path / "o" / "events.jsonl")
+    runs = [i for i, e in enumerate(events) if e["event"] == "run_started"]
+    started_again = {e["task_id"] for e in events[runs[1] :] if e["event"] == "task_started"}
+    assert not started_again & finished_first  # successes were not run again
+    interrupted = [e for e in events if e["event"] == "run_finished"]
+    assert interrupted[0]["interrupted"] is True and interrupted[1]["interrupted"] is False
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "missing.py"], "no such file"),
+        (["run", "broken.py"], "failed to import: SyntaxError"),
+        (["run", f"{SLOW}:not_a_benchmark"], "is not a Benchmark"),
+        (["run", "no_such_module:thing"], "no such module"),
+        (["run", SLOW, "--tasks", "bad.jsonl"], "bad.jsonl:2:"),
+        (["run", SLOW, "--max-concurrent-llm-calls", "0"], "MAX_CONCURRENT_LLM_CALLS must be >= 1, got 0"),
+        (["run", SLOW, "--out", "a_file/sub"], "cannot write to a_file/sub"),
+        (["run", SLOW, "--resume", "empty_dir"], "no results.jsonl there to resume"),
+        (["run", SLOW, "--repeats", "0"], "--repeats must be >= 1"),
+        (["report", "nowhere.jsonl"], "no results file there"),
+        (["logs", "check", "nowhere.jsonl"], "no such file"),
+    ],
+)  # fmt: skip
+def test_a_persons_mistake_gets_one_line_and_a_nonzero_exit(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    (tmp_path / "broken.py").write_text("def oops(:\n")
+    (tmp_path / "bad.jsonl").write_text('{"query": "fine"}\n{"query": 1, "colour": "red"}\n')
+    (tmp_path / "a_file").write_text("")
+    (tmp_path / "empty_dir").mkdir()
+    done = asynceval(*args, cwd=tmp_path)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_report_reads_any_results_file(tmp_path: Path) -> None:
+    assert asynceval("run", ARITHMETIC, "--out", "o", "--quiet", cwd=tmp_path).returncode == 0
+    done = asynceval("report", "o/results.jsonl", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["repetitions"] == 40 and summary["scored"] == 40
+    assert summary["statuses"] == {"success": 40} and 0 < summary["pass_rate"] < 1
+    low, high = summary["pass_rate_ci95"]
+    assert low < summary["pass_rate"] < high
+    table = asynceval("report", "o", cwd=tmp_path)
+    assert table.returncode == 0 and "pass rate" in table.stdout
+
+
+def test_logs_check_exit_codes(tmp_path: Path) -> None:
+    assert asynceval("run", ARITHMETIC, "--out", "o", "--quiet", cwd=tmp_path).returncode == 0
+    clean = asynceval("logs", "check", "o/events.jsonl", cwd=tmp_path)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert "max in flight     5 (limit 5: held)" in clean.stdout
+    events = (tmp_path / "o" / "events.jsonl").read_text().splitlines()
+    first_acquired = next(i for i, line in enumerate(events) if '"acquired"' in line)
+    extra = [json.dumps({"event": "acquired", "call_id": f"x{i}", "wait_s": 0}) for i in range(5)]
+    (tmp_path / "over.jsonl").write_text(
+        "\n".join(events[: first_acquired + 1] + extra + events[first_acquired + 1 :]) + "\n"
+    )
+    over = asynceval("logs", "check", "over.jsonl", "--json", cwd=tmp_path)
+    assert over.returncode == 1 and json.loads(over.stdout)["limit_held"] is False
+    (tmp_path / "garbage.jsonl").write_text('{"event": "queueing"}\nthis is not json\n')
+    garbage = asynceval("logs", "check", "garbage.jsonl", cwd=tmp_path)
+    assert garbage.returncode == 2 and "garbage.jsonl:2:" in garbage.stderr
+
+
+def test_logs_check_finds_an_unresolved_429(tmp_path: Path) -> None:
+    lines = [
+        {"event": "run_started", "max_concurrent_llm_calls": 2},
+        {"event": "queueing", "call_id": "a"}, {"event": "acquired", "call_id": "a"},
+        {"event": "released", "call_id": "a"},
+        {"event": "retry", "call_id": "a", "status_code": 429, "attempt": 1},
+        {"event": "queueing", "call_id": "b"}, {"event": "acquired", "call_id": "b"},
+        {"event": "released", "call_id": "b"},
+        {"event": "retry", "call_id": "b", "status_code": 429, "attempt": 1},
+        {"event": "queueing", "call_id": "b"}, {"event": "acquired", "call_id": "b"},
+        {"event": "released", "call_id": "b"},
+    ]  # fmt: skip
+    (tmp_path / "e.jsonl").write_text("\n".join(json.dumps(e) for e in lines) + "\n")
+    done = asynceval("logs", "check", "e.jsonl", "--json", cwd=tmp_path)
+    report = json.loads(done.stdout)
+    assert done.returncode == 1 and report["unresolved_429"] == ["a"]  # b's retry succeeded
+
+
+def test_live_progress_on_a_terminal(tmp_path: Path) -> None:
+    """With a pseudo-terminal the live view shows the calls in flight against the limit."""
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [*CLI, "run", SLOW, "--out", "o"],
+        cwd=tmp_path, stdin=follower, stdout=follower, stderr=follower,
+        env={**os.environ, "COLUMNS": "100", "TERM": "xterm"},
+    )  # fmt: skip
+    os.close(follower)
+    output = b""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([leader], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            output += chunk
+        elif process.poll() is not None:
+            break
+    process.wait(timeout=30)
+    os.close(leader)
+    text = output.decode(errors="replace")
+    assert process.returncode == 0, text
+    assert "LLM calls in flight" in text and "/ 5" in text
+    assert "\x1b[" in text  # redrawn in place with terminal control codes
