@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -44,18 +43,6 @@ def test_errors_have_one_root() -> None:
         obj = getattr(asynceval, name)
         if isinstance(obj, type) and issubclass(obj, Exception):
             assert issubclass(obj, asynceval.AsyncEvalError), name
-
-
-def test_readme_python_blocks_run_as_written(tmp_path: Path) -> None:
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
-    assert blocks
-    for index, code in enumerate(blocks):
-        script = tmp_path / f"readme_{index}.py"
-        script.write_text(code)
-        done = subprocess.run(
-            [sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=60
-        )
-        assert done.returncode == 0, done.stderr
 
 
 def test_burst_example_shows_the_limit_held(tmp_path: Path) -> None:
