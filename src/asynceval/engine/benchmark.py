@@ -15,7 +15,8 @@ Only `setup_agents` has no default.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
+import contextlib
+import functools
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -24,6 +25,7 @@ from os import PathLike
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.from_thread
 
 from ..config import Settings
 from ..limits import ConcurrencyController
@@ -117,7 +119,7 @@ class Benchmark(ABC):
         self.callbacks = list(callbacks)
         self.settings = settings
         self.controller = controller
-        self.registry = ComponentRegistry(self.gather_config())
+        self.registry = ComponentRegistry()  # its benchmark_config is gathered when a run starts
         self.reports: list[dict[str, Any]] = []
 
     def gather_config(self) -> dict[str, Any]:
@@ -143,7 +145,7 @@ class Benchmark(ABC):
         return None
 
     @abstractmethod
-    def setup_agents(
+    async def setup_agents(
         self, agent_data: Mapping[str, Any], environment: Any, task: Task, user: Any
     ) -> Any:
         """(agents_to_run, agents_by_name). An agent is a callable taking the query, or an object
@@ -301,10 +303,19 @@ class Benchmark(ABC):
 
     def run_sync(self, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
         """`run` for scripts and notebooks. Inside a running event loop (Jupyter), the run gets
-        its own thread and event loop; this call blocks until it ends."""
+        its own thread and event loop (an anyio blocking portal); this call blocks until it ends,
+        and Ctrl-C cancels the run cleanly (finished reports are on disk) before re-raising."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # no loop in this thread: run one here
             return anyio.run(lambda: self.run(*args, **kwargs))
-        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="asynceval") as pool:
-            return pool.submit(anyio.run, lambda: self.run(*args, **kwargs)).result()
+        with anyio.from_thread.start_blocking_portal() as portal:
+            future = portal.start_task_soon(functools.partial(self.run, *args, **kwargs))
+            try:
+                reports: list[dict[str, Any]] = future.result()
+                return reports
+            except KeyboardInterrupt:
+                future.cancel()
+                with contextlib.suppress(BaseException):
+                    future.result()  # the cancelled run's cleanup
+                raise

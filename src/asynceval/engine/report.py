@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import LLMCallFailed, TaskTimeoutError
-from .status import TaskExecutionStatus, TerminationReason
+from .status import TaskExecutionStatus, TerminationReason, leaf_errors
 
 REPORT_KEYS = (
     "task_id",
@@ -50,14 +50,26 @@ def error_entry(
     }
 
 
+_MAY_BE_INFRASTRUCTURE = (
+    TaskExecutionStatus.UNKNOWN_EXECUTION_ERROR,
+    TaskExecutionStatus.SETUP_FAILED,
+    TaskExecutionStatus.EVALUATION_FAILED,
+)
+
+
 def is_infrastructure_failure(status: str, error: BaseException | None) -> bool:
-    """Whether a failed repetition may succeed if run again: an LLM call that failed for good
-    (and could succeed later), or an error the engine could not attribute to anything."""
-    cause: BaseException | None = error
-    while cause is not None:
-        if isinstance(cause, LLMCallFailed):
-            return cause.retryable
-        cause = cause.__cause__ or cause.__context__
+    """Whether a failed repetition may succeed if run again: an LLM call that failed for good but
+    could succeed later (in setup, execution or evaluation), or an error the engine could not
+    attribute to anything. A status the benchmark chose (agent_error, environment_error,
+    user_error, task_timeout) is never infrastructure; neither is a refused request (HTTP 400)."""
+    if status not in _MAY_BE_INFRASTRUCTURE:
+        return False
+    for leaf in leaf_errors(error) if error is not None else []:
+        cause: BaseException | None = leaf
+        while cause is not None:
+            if isinstance(cause, LLMCallFailed):
+                return cause.retryable  # a refused request (HTTP 400) fails the same way again
+            cause = cause.__cause__ or cause.__context__
     return status == TaskExecutionStatus.UNKNOWN_EXECUTION_ERROR
 
 

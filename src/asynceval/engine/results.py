@@ -26,27 +26,49 @@ def _json_default(value: Any) -> Any:
         return list(value)
     if hasattr(value, "model_dump"):
         return value.model_dump(mode="json")
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
     return repr(value)
 
 
-def encode_line(record: Mapping[str, Any]) -> str:
-    """One JSON line for `record`; values JSON cannot hold are written as their repr."""
-    return json.dumps(record, default=_json_default, ensure_ascii=False) + "\n"
+def _plain(value: Any, seen: frozenset[int] = frozenset()) -> Any:
+    """A copy JSON can always hold: string keys, finite numbers, no cycles, reprs for the rest."""
+    if isinstance(value, str | bool | int) or value is None:
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if id(value) in seen:
+        return f"<cycle {type(value).__name__}>"
+    inner = seen | {id(value)}
+    if isinstance(value, Mapping):
+        return {str(key): _plain(item, inner) for key, item in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_plain(item, inner) for item in value]
+    if hasattr(value, "model_dump"):
+        return _plain(value.model_dump(mode="json"), inner)
+    return repr(value)
+
+
+def encode_line(record: Mapping[str, Any]) -> bytes:
+    """One UTF-8 JSON line for `record`. Never fails: values JSON cannot hold (non-string keys,
+    NaN, cycles, arbitrary objects) are written as their string form."""
+    try:
+        text = json.dumps(record, default=_json_default, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        text = json.dumps(_plain(record), ensure_ascii=False, allow_nan=False)
+    return text.encode("utf-8", errors="replace") + b"\n"
 
 
 def read_records(path: str | PathLike[str]) -> tuple[list[dict[str, Any]], int]:
-    """(every parseable line as a dict, number of damaged lines) of a results file."""
+    """(every parseable line as a dict, number of damaged lines) of a results file. A line cut
+    short by a kill, even inside a multi-byte character, counts as damaged."""
     records: list[dict[str, Any]] = []
     damaged = 0
-    with open(path, encoding="utf-8") as file:
+    with open(path, "rb") as file:
         for line in file:
             if not line.strip():
                 continue
             try:
                 record = json.loads(line)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, UnicodeDecodeError):
                 damaged += 1
                 continue
             if isinstance(record, dict):
@@ -58,11 +80,19 @@ def read_records(path: str | PathLike[str]) -> tuple[list[dict[str, Any]], int]:
 
 def successful_pairs(path: str | PathLike[str]) -> set[tuple[str, int]]:
     """(task_id, repeat_idx) of every successful report in a results file (empty if none)."""
+    return set(successful_reports(path))
+
+
+def successful_reports(path: str | PathLike[str]) -> dict[tuple[str, int], dict[str, Any]]:
+    """The successful reports of a results file by (task_id, repeat_idx), without their traces
+    and configs (what a resumed run needs to know of them, kept small)."""
     if not os.path.exists(path):
-        return set()
+        return {}
     records, _ = read_records(path)
     return {
-        (str(r["task_id"]), int(r["repeat_idx"]))
+        (str(r["task_id"]), int(r["repeat_idx"])): {
+            k: v for k, v in r.items() if k not in ("traces", "config")
+        }
         for r in records
         if r.get("type") != "header" and r.get("status") == "success"
     }
@@ -79,8 +109,8 @@ class ResultsFile:
         self.path = os.fspath(path)
         self.header = {"type": "header", **header}
         self.written = 0
-        self._file: IO[str] | None = None
-        self._queued: list[Mapping[str, Any]] = []
+        self._file: IO[bytes] | None = None
+        self._queued: list[bytes] = []
         self._next_seq = 0  # reports queued so far
         self._lock = anyio.Lock()
 
@@ -88,16 +118,16 @@ class ResultsFile:
         self._file = await anyio.to_thread.run_sync(self._open)
         return self
 
-    def _open(self) -> IO[str]:
+    def _open(self) -> IO[bytes]:
         directory = os.path.dirname(self.path)
         if directory:
             os.makedirs(directory, exist_ok=True)
-        file = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 (closed in __aexit__)
+        file = open(self.path, "ab+")  # noqa: SIM115 (closed in __aexit__)
         file.seek(0, os.SEEK_END)
         if file.tell() > 0:
-            file.seek(file.tell() - 1)
-            if file.read(1) != "\n":
-                file.write("\n")  # a line cut short by a kill: end it, it stays unparseable
+            file.seek(-1, os.SEEK_END)
+            if file.read(1) != b"\n":
+                file.write(b"\n")  # a line cut short by a kill: end it, it stays unparseable
         file.write(encode_line(self.header))
         file.flush()
         return file
@@ -106,7 +136,7 @@ class ResultsFile:
         """Append one report; returns once its line is written and flushed."""
         if self._file is None:
             raise RuntimeError("ResultsFile is not open (use `async with`)")
-        self._queued.append(report)
+        self._queued.append(encode_line(report))  # here, so one bad report spoils no batch
         self._next_seq += 1
         mine = self._next_seq
         async with self._lock:
@@ -121,9 +151,9 @@ class ResultsFile:
             await anyio.to_thread.run_sync(self._write_batch, batch)
             self.written += len(batch)
 
-    def _write_batch(self, reports: list[Mapping[str, Any]]) -> None:
+    def _write_batch(self, lines: list[bytes]) -> None:
         assert self._file is not None
-        self._file.write("".join(encode_line(report) for report in reports))
+        self._file.write(b"".join(lines))
         self._file.flush()
 
     async def __aexit__(

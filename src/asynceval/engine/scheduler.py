@@ -10,6 +10,7 @@ far, then the task's TimeoutAction may run it once more. Infrastructure failures
 
 from __future__ import annotations
 
+import asyncio
 import platform
 import time
 from collections import Counter, deque
@@ -34,7 +35,7 @@ from .callbacks import CallbackRunner
 from .context import TaskContext, task_context
 from .queues import SequentialQueue, TaskQueue
 from .report import build_report, error_entry, is_infrastructure_failure
-from .results import ResultsFile, successful_pairs
+from .results import ResultsFile, successful_reports
 from .status import TaskExecutionStatus, TerminationReason, status_for
 from .task import Task, TimeoutAction, as_task
 from .threads import ThreadRunner
@@ -106,6 +107,8 @@ class Run:
         self._task_states: dict[str, _TaskState] = {}
         self._pending: deque[_Unit] = deque()
         self._stopped = False
+        self._queue_error: Exception | None = None
+        self._prior: dict[tuple[str, int], dict[str, Any]] = {}
         self._results: ResultsFile | None = None
 
     async def execute(self) -> list[dict[str, Any]]:
@@ -120,8 +123,10 @@ class Run:
 
     async def _execute(self, controller: ConcurrencyController) -> list[dict[str, Any]]:
         settings = self.settings
+        self.bench.registry.benchmark_config = self.bench.gather_config()
         if self.resume and self.results_path is not None:
-            self._done = await anyio.to_thread.run_sync(successful_pairs, self.results_path)
+            self._prior = await anyio.to_thread.run_sync(successful_reports, self.results_path)
+            self._done = set(self._prior)
         started = anyio.current_time()
         events.run_started(
             limits={**settings.limits(), "max_concurrent_llm_calls": controller.limit},
@@ -148,6 +153,7 @@ class Run:
                 interrupted=interrupted,
                 written=self._results.written if self._results is not None else None,
                 skipped_as_done=len(self._done),
+                threads_still_running=self.threads.busy(),
             )
         await self.callbacks.fire("on_run_end", self.bench, self.reports)
         return self.reports
@@ -167,15 +173,23 @@ class Run:
         }
 
     async def _schedule(self) -> None:
+        """Start repetitions as slots free. A queue that fails stops new starts; the repetitions
+        in flight still finish and are recorded, then its error is raised as it was."""
         slots = anyio.Semaphore(self.max_tasks)
         async with anyio.create_task_group() as tg:
             while True:
                 await slots.acquire()
-                unit = await self._next_unit()
+                try:
+                    unit = await self._next_unit()
+                except Exception as exc:
+                    self._queue_error = self._queue_error or exc
+                    unit = None
                 if unit is None:
                     slots.release()
                     break
                 tg.start_soon(self._run_unit, unit, slots)
+        if self._queue_error is not None:
+            raise self._queue_error
 
     async def _next_unit(self) -> _Unit | None:
         """The next repetition to start: pending repeats first, then a task from the queue.
@@ -193,32 +207,42 @@ class Run:
             if task.id in self._seen:
                 raise TaskSpecError(f"task id {task.id!r} was given twice")
             self._seen.add(task.id)
+            repeats = range(self.bench.n_task_repeats)
+            prior = [self._prior[p] for p in ((task.id, r) for r in repeats) if p in self._prior]
+            for report in prior:  # done in an earlier run: the queue still learns from it
+                self.queue.on_task_complete(task, report)
+            if len(prior) == len(repeats):
+                continue
             await self.callbacks.fire("on_task_selected", self.bench, task, self.queue)
             now = anyio.current_time()
             data = self._agent_data_for(task)
             units = [
                 _Unit(task, data, repeat_idx, now)
-                for repeat_idx in range(self.bench.n_task_repeats)
+                for repeat_idx in repeats
                 if (task.id, repeat_idx) not in self._done
             ]
-            if units:
-                self._task_states[task.id] = _TaskState(remaining=len(units))
-                await self.callbacks.fire("on_task_start", self.bench, task)
-                self._pending.extend(units)
+            self._task_states[task.id] = _TaskState(remaining=len(units), reports=prior)
+            await self.callbacks.fire("on_task_start", self.bench, task)
+            self._pending.extend(units)
 
     async def _run_unit(self, unit: _Unit, slots: anyio.Semaphore) -> None:
         try:
             task = unit.task
             await self.callbacks.fire("on_task_repeat_start", self.bench, task, unit.repeat_idx)
             report = await self._run_repetition(unit)
-            if self._results is not None:
-                await self._results.write(report)
+            self.counts[report["status"]] += 1  # counted before the write, which may be cut
             if self.collect:
                 self.reports.append(report)
-            self.counts[report["status"]] += 1
+            if self._results is not None:
+                await self._results.write(report)
             await self.callbacks.fire("on_task_repeat_end", self.bench, report)
-            self.queue.on_task_complete(task, report)
-            proceed = self.queue.should_continue()
+            try:
+                self.queue.on_task_complete(task, report)
+                proceed = self.queue.should_continue()
+            except Exception as exc:  # a broken queue: no new starts, raised at the end
+                events.emit("queue_failed", "error", error=f"{type(exc).__name__}: {exc}")
+                self._queue_error = self._queue_error or exc
+                proceed = False
             await self.callbacks.fire("on_queue_decision", self.bench, self.queue, proceed)
             if not proceed:
                 self._stopped = True
@@ -333,7 +357,11 @@ class Run:
                     )
             except Exception as exc:
                 error = exc
-            if traces is None or error is not None:
+            except BaseException as exc:
+                if not _is_stray_cancellation(exc):
+                    raise  # the run itself is being cancelled, or the process is exiting
+                error = exc  # e.g. awaiting a task the code cancelled itself: its error, not ours
+            if traces is None:
                 traces = registry.collect_traces()  # whatever was gathered so far
             config = registry.collect_configs()
             if error is not None:
@@ -358,6 +386,17 @@ class Run:
                 attempt=attempt,
             )
         return _Outcome(status, reason, eval_results, error, info, traces, config)
+
+
+def _is_stray_cancellation(error: BaseException) -> bool:
+    """A cancellation exception nobody cancelled this task for (asyncio only: trio has none)."""
+    if not isinstance(error, anyio.get_cancelled_exc_class()):
+        return False
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        return False
+    return task is not None and task.cancelling() == 0
 
 
 _NO_DEADLINE: nullcontext[None] = nullcontext()  # reusable: no cancel scope without a timeout

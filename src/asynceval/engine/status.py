@@ -53,15 +53,28 @@ _STATUS_OF: tuple[tuple[type[TaskError], TaskExecutionStatus], ...] = (
 )
 
 
+def leaf_errors(error: BaseException) -> list[BaseException]:
+    """The errors inside (nested) exception groups, in order; the error itself otherwise."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in leaf_errors(inner)]
+    return [error]
+
+
 def status_for(error: BaseException, phase: str) -> TaskExecutionStatus:
     """The status an error raised in `phase` ("setup", "execution", "evaluation") maps to.
 
-    Errors of ours map to their status wherever they are raised; anything else raised while setting
-    up is setup_failed, while evaluating evaluation_failed, and otherwise unknown_execution_error.
+    Errors of ours map to their status wherever they are raised, also from inside an exception
+    group (several agents run at once); anything else raised while setting up is setup_failed,
+    while evaluating evaluation_failed, and otherwise unknown_execution_error.
     """
-    for cls, status in _STATUS_OF:
-        if isinstance(error, cls):
-            return status
+    for leaf in leaf_errors(error):
+        for cls, status in _STATUS_OF:
+            if isinstance(leaf, cls):
+                return status
+    return _status_of_phase(phase)
+
+
+def _status_of_phase(phase: str) -> TaskExecutionStatus:
     if phase == "setup":
         return TaskExecutionStatus.SETUP_FAILED
     if phase == "evaluation":
