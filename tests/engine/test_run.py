@@ -120,6 +120,7 @@ async def test_report_keys_are_identical_whatever_the_status() -> None:
     assert reports["t-answer"]["error"] is None
     assert reports["t-agent_error"]["error"]["type"] == "AgentError"
     assert reports["t-agent_error"]["termination_reason"] is None
+    assert reports["t-hang"]["termination_reason"] is None
     failed_eval = reports["t-evaluation_fails"]
     assert failed_eval["eval"][0]["error"]["message"] == "judge crashed"
     assert failed_eval["eval"][1] == {"score": 1.0}  # the other evaluator's result stays
