@@ -14,15 +14,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import os
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -39,6 +39,28 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def sim_server(latency: float) -> Iterator[str]:
+    """`asynceval sim serve` (fixed latency) in a subprocess; yields its base URL (.../v1)."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "asynceval", "sim", "serve", "--port", str(port),
+         "--latency", str(latency), "--distribution", "fixed"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        for _ in range(100):
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/stats", timeout=0.5)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        server.terminate()
+        server.wait()
 
 
 async def run_workers(calls: int, workers: int, one_call: Callable[[], Awaitable[object]]) -> float:
@@ -178,20 +200,7 @@ def main() -> None:
     print(f"    full path, all started at once   {cpu['full_path_all_at_once_us']:7.1f} us")
     print(f"    ratio full / bare (50 workers)   {cpu['ratio']:7.2f}")
 
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "asynceval.cli", "sim", "serve", "--port", str(port),
-         "--latency", str(args.latency), "--distribution", "fixed"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ},
-    )  # fmt: skip
-    base_url = f"http://127.0.0.1:{port}/v1"
-    try:
-        for _ in range(100):
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/stats", timeout=0.5)
-                break
-            except httpx.TransportError:
-                time.sleep(0.1)
+    with sim_server(args.latency) as base_url:
         ideal = args.calls * args.latency / args.limit
         print(
             f"(b) {args.calls} calls, {args.latency * 1000:.0f} ms, limit {args.limit}, loopback "
@@ -222,11 +231,8 @@ def main() -> None:
         if ratios:
             median = statistics.median(ratios)
             print(f"    median asynceval / best bare (50 workers): {median:.3f}")
-        stats = httpx.get(f"http://127.0.0.1:{port}/stats").json()
+        stats = httpx.get(base_url.removesuffix("/v1") + "/stats").json()
         print(f"    provider: {json.dumps({k: stats[k] for k in ('requests', 'max_in_flight')})}")
-    finally:
-        server.terminate()
-        server.wait()
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ from asynceval import (
 from asynceval.sim import SimConfig
 
 sys.path.insert(0, str(Path(__file__).parent))
-from call_path import BODY, free_port, run_workers
+from call_path import BODY, run_workers, sim_server
 
 
 class OneCall(Benchmark):
@@ -121,19 +121,7 @@ def main() -> None:
         anyio.run(rss_child, args.rss_child, out)
         return
 
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "asynceval.cli", "sim", "serve", "--port", str(port),
-         "--latency", str(args.latency), "--distribution", "fixed"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        for _ in range(100):
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/stats", timeout=0.5)
-                break
-            except httpx.TransportError:
-                time.sleep(0.1)
+    with sim_server(args.latency) as base_url:
         ideal = args.tasks * args.latency / args.limit
         print(
             f"W1: {args.tasks} tasks x one {args.latency * 1000:.0f} ms call, limit {args.limit}, "
@@ -141,9 +129,7 @@ def main() -> None:
         )
         ratios = []
         for round_no in range(1, args.rounds + 1):
-            res = anyio.run(
-                w1_round, args.tasks, args.limit, args.latency, f"http://127.0.0.1:{port}/v1", out
-            )
+            res = anyio.run(w1_round, args.tasks, args.limit, args.latency, base_url, out)
             ratios.append(res["engine"] / res["bare"])
             print(
                 f"  round {round_no}: bare {res['bare']:.3f} ({res['bare_cpu_us']:.0f} us CPU/call)"
@@ -151,9 +137,6 @@ def main() -> None:
                 f"  engine/bare {ratios[-1]:.3f}"
             )
         print(f"  median engine/bare: {statistics.median(ratios):.3f}")
-    finally:
-        server.terminate()
-        server.wait()
 
     for n in args.rss_tasks:
         started = time.perf_counter()

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..engine.report import eval_score
+
 Z_95 = 1.959963984540054
 
 
@@ -35,18 +37,7 @@ def report_score(report: Mapping[str, Any]) -> float | None:
     """
     if report.get("status") not in ("success", "evaluation_failed"):
         return None
-    entries = [e for e in report.get("eval") or () if isinstance(e, Mapping)]
-    passed = [e["passed"] for e in entries if isinstance(e.get("passed"), bool)]
-    if passed:
-        return 1.0 if all(passed) else 0.0
-    scores = [
-        float(e["score"])
-        for e in entries
-        if isinstance(e.get("score"), int | float)
-        and not isinstance(e.get("score"), bool)
-        and 0 <= e["score"] <= 1
-    ]
-    return sum(scores) / len(scores) if scores else None
+    return eval_score(report.get("eval"))
 
 
 def _percentile(values: Sequence[float], q: float) -> float | None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import TaskSpecError
 from .queues import TaskQueue
+from .report import eval_score
 from .task import Task, as_task
 
 Score = Callable[[Mapping[str, Any]], float | None]
@@ -51,19 +52,7 @@ def default_score(report: Mapping[str, Any]) -> float | None:
     """
     if report.get("status") != "success":
         return None
-    entries = report.get("eval")
-    if not isinstance(entries, list | tuple):
-        return None
-    mappings = [entry for entry in entries if isinstance(entry, Mapping)]
-    passed = [entry["passed"] for entry in mappings if isinstance(entry.get("passed"), bool)]
-    if passed:
-        return 1.0 if all(passed) else 0.0
-    scores = [
-        float(entry["score"])
-        for entry in mappings
-        if _is_number(entry.get("score")) and 0.0 <= entry["score"] <= 1.0
-    ]
-    return math.fsum(scores) / len(scores) if scores else None
+    return eval_score(report.get("eval"))
 
 
 def _is_number(value: object) -> bool:

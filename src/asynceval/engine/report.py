@@ -11,6 +11,7 @@ finished_at (Unix time).
 
 from __future__ import annotations
 
+import math
 import time
 import traceback
 from collections.abc import Mapping
@@ -32,6 +33,29 @@ REPORT_KEYS = (
     "timing",
     "attempts",
 )
+
+
+def eval_score(entries: Any) -> float | None:
+    """The score in [0, 1] that evaluator entries give a repetition, or None if they give none.
+
+    Entries with a boolean "passed" decide (1.0 if all passed, else 0.0); otherwise the mean of
+    numeric "score" values in [0, 1] (others, such as a 1-10 rating, are ignored).
+    """
+    if not isinstance(entries, list | tuple):
+        return None
+    mappings = [entry for entry in entries if isinstance(entry, Mapping)]
+    passed = [entry["passed"] for entry in mappings if isinstance(entry.get("passed"), bool)]
+    if passed:
+        return 1.0 if all(passed) else 0.0
+    scores = [
+        float(entry["score"])
+        for entry in mappings
+        if isinstance(entry.get("score"), int | float)
+        and not isinstance(entry.get("score"), bool)
+        and math.isfinite(entry["score"])
+        and 0.0 <= entry["score"] <= 1.0
+    ]
+    return math.fsum(scores) / len(scores) if scores else None
 
 
 def error_entry(
