@@ -138,6 +138,7 @@ def test_a_persons_mistake_gets_one_line_and_a_nonzero_exit(
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], done.stderr
     assert "Traceback" not in done.stderr
+    assert not (tmp_path / "results").exists()  # a failed start leaves no empty run directory
 
 
 def test_report_reads_any_results_file(tmp_path: Path) -> None:

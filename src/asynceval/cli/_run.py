@@ -68,14 +68,14 @@ def run_command(args: argparse.Namespace) -> int:
         value = getattr(args, option)
         if value is not None:
             os.environ[variable] = str(value)
-    out = _output_dir(args)
-    os.environ["LOG_FILE"] = str(out / "events.jsonl")
     try:
         settings = Settings()
     except ConfigError as exc:
         raise CLIError(str(exc)) from None
     bench = load_benchmark(args.target)
     tasks = _tasks(args, bench)
+    out = _output_dir(args)  # only once everything else is known to be right
+    os.environ["LOG_FILE"] = str(out / "events.jsonl")
     if bench.settings is not None:  # the target chose settings: the options still win
         chosen = {o: getattr(args, o) for o in OVERRIDES if getattr(args, o) is not None}
         fields = {"base_url": "llm_base_url", "model": "llm_model"}
