@@ -62,6 +62,7 @@ from .llm import (
     UsageCounter,
     track_usage,
 )
+from .tools import Tool, ToolExecutor
 
 __version__ = "0.1.0"
 
@@ -105,7 +106,9 @@ __all__ = [
     "TaskTimeoutError",
     "TerminationReason",
     "TimeoutAction",
+    "Tool",
     "ToolCall",
+    "ToolExecutor",
     "Usage",
     "UsageCounter",
     "UserError",
