@@ -99,5 +99,5 @@ def test_a_batch_keeps_valid_entries_and_names_each_discarded_one() -> None:
 def test_an_unreadable_batch_is_one_malformed_part(text: str) -> None:
     reading = read_batch(text, ["a"])
     assert reading.valid == {}
-    ((part),) = reading.malformed
+    (part,) = reading.malformed
     assert part.raw == text and part.criterion_id is None
