@@ -10,12 +10,11 @@ far, then the task's TimeoutAction may run it once more. Infrastructure failures
 
 from __future__ import annotations
 
-import asyncio
 import platform
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import AsyncExitStack, nullcontext
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from os import PathLike
@@ -26,18 +25,15 @@ import anyio.to_thread
 
 from .. import __version__, events
 from ..config import Settings
-from ..errors import ConfigError, TaskSpecError, TaskTimeoutError
+from ..errors import ConfigError, TaskSpecError
 from ..limits import ConcurrencyController, RetryPolicy
 from ..limits.controller import install_default_controller
-from ..llm.usage import UsageCounter, track_usage
-from .benchmark import _threads, call_maybe_async
+from .benchmark import _threads
 from .callbacks import CallbackRunner
-from .context import TaskContext, task_context
 from .queues import SequentialQueue, TaskQueue
-from .report import build_report, error_entry, is_infrastructure_failure
+from .repetition import Repetitions, Unit
 from .results import ResultsFile, successful_reports
-from .status import TaskExecutionStatus, TerminationReason, status_for
-from .task import Task, TimeoutAction, as_task
+from .task import Task, as_task
 from .threads import ThreadRunner
 
 if TYPE_CHECKING:
@@ -48,28 +44,9 @@ QueueArg = TaskQueue | Callable[[TaskSource], TaskQueue] | None
 
 
 @dataclass
-class _Unit:
-    task: Task
-    agent_data: Mapping[str, Any]
-    repeat_idx: int
-    selected_at: float
-
-
-@dataclass
 class _TaskState:
     remaining: int
     reports: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass
-class _Outcome:
-    status: TaskExecutionStatus
-    termination_reason: TerminationReason | None
-    eval_results: list[Any] | None
-    error: BaseException | None
-    error_info: Mapping[str, Any] | None
-    traces: Mapping[str, Any]
-    config: Mapping[str, Any]
 
 
 class Run:
@@ -99,13 +76,15 @@ class Run:
         self.collect = collect
         self.reports: list[dict[str, Any]] = []
         self.counts: Counter[str] = Counter()
-        self.policy = RetryPolicy.from_settings(self.settings)
+        self.repetitions = Repetitions(
+            benchmark, self.settings, RetryPolicy.from_settings(self.settings)
+        )
         self.callbacks = CallbackRunner(benchmark.callbacks)
         self.threads = ThreadRunner(self.max_tasks)
         self._done: set[tuple[str, int]] = set()
         self._seen: set[str] = set()
         self._task_states: dict[str, _TaskState] = {}
-        self._pending: deque[_Unit] = deque()
+        self._pending: deque[Unit] = deque()
         self._stopped = False
         self._queue_error: Exception | None = None
         self._prior: dict[tuple[str, int], dict[str, Any]] = {}
@@ -191,7 +170,7 @@ class Run:
         if self._queue_error is not None:
             raise self._queue_error
 
-    async def _next_unit(self) -> _Unit | None:
+    async def _next_unit(self) -> Unit | None:
         """The next repetition to start: pending repeats first, then a task from the queue.
 
         Once the queue says stop, no new task starts, but the repeats of tasks already chosen do.
@@ -217,7 +196,7 @@ class Run:
             now = anyio.current_time()
             data = self._agent_data_for(task)
             units = [
-                _Unit(task, data, repeat_idx, now)
+                Unit(task, data, repeat_idx, now)
                 for repeat_idx in repeats
                 if (task.id, repeat_idx) not in self._done
             ]
@@ -225,11 +204,11 @@ class Run:
             await self.callbacks.fire("on_task_start", self.bench, task)
             self._pending.extend(units)
 
-    async def _run_unit(self, unit: _Unit, slots: anyio.Semaphore) -> None:
+    async def _run_unit(self, unit: Unit, slots: anyio.Semaphore) -> None:
         try:
             task = unit.task
             await self.callbacks.fire("on_task_repeat_start", self.bench, task, unit.repeat_idx)
-            report = await self._run_repetition(unit)
+            report = await self.repetitions.run(unit)
             self.counts[report["status"]] += 1  # counted before the write, which may be cut
             if self.collect:
                 self.reports.append(report)
@@ -254,186 +233,6 @@ class Run:
                 await self.callbacks.fire("on_task_end", self.bench, task, state.reports)
         finally:
             slots.release()
-
-    async def _run_repetition(self, unit: _Unit) -> dict[str, Any]:
-        """Every attempt of one repetition (timeout re-runs, infrastructure retries): one report."""
-        protocol = unit.task.protocol
-        timeout = protocol.timeout_seconds or self.settings.task_timeout
-        started = anyio.current_time()
-        usage = UsageCounter()
-        attempt = 0
-        timeout_rerun_used = False
-        retries = 0
-        while True:
-            attempt += 1
-            outcome = await self._attempt(unit, timeout, attempt, usage)
-            if (
-                outcome.status is TaskExecutionStatus.TASK_TIMEOUT
-                and protocol.timeout_action is not TimeoutAction.SKIP
-                and not timeout_rerun_used
-            ):
-                timeout_rerun_used = True
-                if protocol.timeout_action is TimeoutAction.EXTEND and timeout is not None:
-                    timeout *= 2
-                continue
-            if (
-                outcome.status is not TaskExecutionStatus.SUCCESS
-                and retries < protocol.max_retries
-                and is_infrastructure_failure(outcome.status, outcome.error)
-            ):
-                retries += 1
-                await anyio.sleep(self.policy.delay(retries))
-                continue
-            break
-        return build_report(
-            task_id=unit.task.id,
-            repeat_idx=unit.repeat_idx,
-            status=outcome.status,
-            termination_reason=outcome.termination_reason,
-            eval_results=outcome.eval_results,
-            error=outcome.error_info,
-            traces=outcome.traces,
-            config=outcome.config,
-            usage=usage.as_dict(),
-            queued_s=started - unit.selected_at,
-            duration_s=anyio.current_time() - started,
-            attempts=attempt,
-        )
-
-    async def _attempt(
-        self, unit: _Unit, timeout_s: float | None, attempt: int, usage: UsageCounter
-    ) -> _Outcome:
-        """One attempt under the repetition's timeout; never raises except for cancellation."""
-        bench, task = self.bench, unit.task
-        registry = bench.registry
-        context = TaskContext(
-            task=task, repeat_idx=unit.repeat_idx, timeout_s=timeout_s, attempt=attempt
-        )
-        phase = "setup"
-        traces: Mapping[str, Any] | None = None
-        eval_results: list[Any] | None = None
-        error: BaseException | None = None
-        started = time.monotonic()
-        with (
-            task_context(context),
-            registry.scope(),
-            track_usage(usage),
-            events.bind_context(task_id=task.id, repeat_idx=unit.repeat_idx),
-        ):
-            events.task_started(task_id=task.id, repeat_idx=unit.repeat_idx, attempt=attempt)
-            deadline = anyio.fail_after(timeout_s) if timeout_s is not None else _NO_DEADLINE
-            scope: anyio.CancelScope | None = None
-            try:
-                with deadline as scope:
-                    data = unit.agent_data
-                    environment = await call_maybe_async(bench.setup_environment, data, task)
-                    user = await call_maybe_async(bench.setup_user, data, environment, task)
-                    agents = await call_maybe_async(
-                        bench.setup_agents, data, environment, task, user
-                    )
-                    agents_to_run, agents_by_name = _split_agents(agents)
-                    evaluators = await call_maybe_async(
-                        bench.setup_evaluators, environment, task, agents_by_name, user
-                    )
-                    _auto_register(registry, environment, user, agents_by_name)
-                    phase = "execution"
-                    answer = await call_maybe_async(
-                        bench.execution_loop, agents_to_run, task, environment, user
-                    )
-                    phase = "evaluation"
-                    traces = registry.collect_traces()
-                    eval_results = await call_maybe_async(
-                        bench.evaluate, evaluators, agents_by_name, answer, traces
-                    )
-            except TimeoutError as exc:
-                if scope is None or timeout_s is None or not scope.cancel_called:
-                    # the code's own TimeoutError, not our deadline
-                    error = exc
-                else:
-                    error = TaskTimeoutError(
-                        f"task {task.id} ran past its {timeout_s:g} s timeout during {phase}",
-                        elapsed_s=time.monotonic() - started,
-                        timeout_s=timeout_s,
-                    )
-            except Exception as exc:
-                error = exc
-            except BaseException as exc:
-                if not _is_stray_cancellation(exc):
-                    raise  # the run itself is being cancelled, or the process is exiting
-                error = exc  # e.g. awaiting a task the code cancelled itself: its error, not ours
-            if traces is None:
-                traces = registry.collect_traces()  # whatever was gathered so far
-            config = registry.collect_configs()
-            if error is not None:
-                status = status_for(error, phase)
-                info: Mapping[str, Any] | None = error_entry(
-                    error, elapsed_s=time.monotonic() - started, timeout_s=timeout_s
-                )
-            elif context.evaluation_errors:
-                status = TaskExecutionStatus.EVALUATION_FAILED
-                info = context.evaluation_errors[0]["error"]
-            else:
-                status, info = TaskExecutionStatus.SUCCESS, None
-            reason = context.termination_reason
-            if reason is None and phase != "setup" and status in _LOOP_ENDED:
-                reason = TerminationReason.UNKNOWN
-            events.task_finished(
-                task_id=task.id,
-                repeat_idx=unit.repeat_idx,
-                status=status.value,
-                termination_reason=reason.value if reason and status in _LOOP_ENDED else None,
-                duration_s=time.monotonic() - started,
-                attempt=attempt,
-            )
-        return _Outcome(status, reason, eval_results, error, info, traces, config)
-
-
-def _is_stray_cancellation(error: BaseException) -> bool:
-    """A cancellation exception nobody cancelled this task for (asyncio only: trio has none)."""
-    if not isinstance(error, anyio.get_cancelled_exc_class()):
-        return False
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:
-        return False
-    return task is not None and task.cancelling() == 0
-
-
-_NO_DEADLINE: nullcontext[None] = nullcontext()  # reusable: no cancel scope without a timeout
-
-
-_LOOP_ENDED = (TaskExecutionStatus.SUCCESS, TaskExecutionStatus.EVALUATION_FAILED)
-
-
-def _split_agents(agents: Any) -> tuple[list[Any], dict[str, Any]]:
-    """setup_agents may return (agents_to_run, agents_by_name), a dict by name, or a list."""
-    if isinstance(agents, tuple) and len(agents) == 2:
-        to_run, by_name = agents
-        return list(to_run), dict(by_name)
-    if isinstance(agents, Mapping):
-        return list(agents.values()), dict(agents)
-    if isinstance(agents, list):
-        return agents, {f"agent_{index}": agent for index, agent in enumerate(agents)}
-    raise TypeError(
-        "setup_agents must return (agents_to_run, agents_by_name), a dict of agents by name, "
-        f"or a list of agents; got {type(agents).__name__}"
-    )
-
-
-def _auto_register(
-    registry: Any, environment: Any, user: Any, agents_by_name: Mapping[str, Any]
-) -> None:
-    """Register the repetition's traceable parts the benchmark did not register itself."""
-    parts = [("environment", "environment", environment), ("user", "user", user)]
-    parts += [("agents", name, agent) for name, agent in agents_by_name.items()]
-    for category, name, component in parts:
-        # hasattr, not isinstance on the Protocols: a runtime Protocol check is slow per call.
-        if (
-            component is not None
-            and (hasattr(component, "gather_traces") or hasattr(component, "gather_config"))
-            and not registry.is_registered(component)
-        ):
-            registry.register(category, name, component)
 
 
 def _agent_data_resolver(
