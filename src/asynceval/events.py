@@ -37,6 +37,7 @@ RUN_STARTED = "run_started"
 RUN_FINISHED = "run_finished"
 TASK_STARTED = "task_started"
 TASK_FINISHED = "task_finished"
+TASK_RETRY = "task_retry"
 QUEUEING = "queueing"
 ACQUIRED = "acquired"
 RELEASED = "released"
@@ -361,6 +362,21 @@ def run_finished(*, counts: Mapping[str, int], duration_s: float, **fields: Any)
 
 def task_started(*, task_id: str, repeat_idx: int, **fields: Any) -> None:
     _write("info", TASK_STARTED, {"task_id": task_id, "repeat_idx": repeat_idx, **fields})
+
+
+def task_retry(
+    *,
+    task_id: str,
+    repeat_idx: int,
+    attempt: int,
+    status: str,
+    reason: str,
+    delay_s: float,
+) -> None:
+    """An attempt of a repetition failed and the repetition runs once more (timeout action or
+    max_retries); the repetition's one task_finished comes after its last attempt."""
+    fields = {"task_id": task_id, "repeat_idx": repeat_idx, "attempt": attempt, "status": status}
+    _write("warning", TASK_RETRY, {**fields, "reason": reason, "delay_s": round(delay_s, 6)})
 
 
 def task_finished(

@@ -242,7 +242,7 @@ async def test_check_timeout_lets_sync_code_stop_at_a_checkpoint() -> None:
      (TimeoutAction.EXTEND, ("success", 2))],
 )  # fmt: skip
 async def test_timeout_actions_run_exactly_one_more_attempt(
-    action: TimeoutAction, expected: tuple[str, int]
+    action: TimeoutAction, expected: tuple[str, int], event_log: EventLog
 ) -> None:
     """The agent needs 0.3 s with a 0.2 s timeout: RETRY fails again, EXTEND (0.4 s) succeeds."""
     bench = Scripted()
@@ -254,6 +254,12 @@ async def test_timeout_actions_run_exactly_one_more_attempt(
     (report,) = await bench.run([slow])
     assert (report["status"], report["attempts"]) == expected
     assert bench.calls[slow.id] == expected[1]
+    (finished,) = event_log.named("task_finished")  # one per repetition, whatever the attempts
+    assert finished["attempts"] == expected[1] and finished["status"] == expected[0]
+    retries = event_log.named("task_retry")
+    assert [r["reason"] for r in retries] == (
+        [] if action is TimeoutAction.SKIP else [f"timeout_action={action.value}"]
+    )
 
 
 async def test_max_retries_reruns_a_repetition_whose_llm_call_failed(event_log: EventLog) -> None:

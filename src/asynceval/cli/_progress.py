@@ -46,14 +46,17 @@ class Progress:
         self.plain_every = plain_every
         self.statuses: Counter[str] = Counter()
         self.retries = 0
-        self.timeouts = 0
+        self.timeouts = 0  # LLM call attempts that ran out of time
+        self.task_timeouts = 0  # repetitions that ended as task_timeout
         self.started = time.monotonic()
 
     def observe(self, event: str, fields: Mapping[str, Any]) -> None:
         if event == "run_started" and self.total is not None:
             self.total -= int(fields.get("resumed_pairs") or 0)  # done in an earlier run
-        elif event == "task_finished":
-            self.statuses[str(fields.get("status"))] += 1
+        elif event == "task_finished":  # once per repetition, after its last attempt
+            status = str(fields.get("status"))
+            self.statuses[status] += 1
+            self.task_timeouts += status == "task_timeout"
         elif event == "retry":
             self.retries += 1
         elif event == "timeout":
@@ -80,6 +83,7 @@ class Progress:
             "queued": stats.waiting,
             "retries": self.retries,
             "timeouts": self.timeouts,
+            "task_timeouts": self.task_timeouts,
             "success_rate": success / done if done else None,
             "elapsed": elapsed,
             "eta": eta,
@@ -92,7 +96,8 @@ class Progress:
         return (
             f"[{_duration(f['elapsed'])}] done {f['done']}{total} | in flight "
             f"{f['in_flight']}/{f['limit']} | queued calls {f['queued']} | retries {f['retries']}"
-            f" | timeouts {f['timeouts']} | success {rate} | ETA {_duration(f['eta'])}"
+            f" | timeouts {f['timeouts']} calls, {f['task_timeouts']} tasks | success {rate}"
+            f" | ETA {_duration(f['eta'])}"
         )
 
     def table(self) -> Table:
@@ -104,7 +109,8 @@ class Progress:
         table.add_row("done", f"{f['done']}{total}")
         table.add_row("LLM calls in flight", f"{f['in_flight']} / {f['limit']}")
         table.add_row("calls queued", str(f["queued"]))
-        table.add_row("retries / timeouts", f"{f['retries']} / {f['timeouts']}")
+        table.add_row("retries", str(f["retries"]))
+        table.add_row("timeouts", f"{f['timeouts']} calls, {f['task_timeouts']} tasks")
         rate = "-" if f["success_rate"] is None else f"{f['success_rate']:.1%}"
         table.add_row("success so far", rate)
         table.add_row("elapsed / ETA", f"{_duration(f['elapsed'])} / {_duration(f['eta'])}")

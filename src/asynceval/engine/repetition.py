@@ -72,27 +72,52 @@ class Repetitions:
         attempt = 0
         timeout_rerun_used = False
         retries = 0
-        while True:
-            attempt += 1
-            outcome = await self._attempt(unit, timeout, attempt, usage)
-            if (
-                outcome.status is TaskExecutionStatus.TASK_TIMEOUT
-                and protocol.timeout_action is not TimeoutAction.SKIP
-                and not timeout_rerun_used
-            ):
-                timeout_rerun_used = True
-                if protocol.timeout_action is TimeoutAction.EXTEND and timeout is not None:
-                    timeout *= 2
-                continue
-            if (
-                outcome.status is not TaskExecutionStatus.SUCCESS
-                and retries < protocol.max_retries
-                and is_infrastructure_failure(outcome.status, outcome.error)
-            ):
-                retries += 1
-                await anyio.sleep(self.policy.delay(retries))
-                continue
-            break
+        task_id, repeat_idx = unit.task.id, unit.repeat_idx
+        with events.bind_context(task_id=task_id, repeat_idx=repeat_idx):
+            events.task_started(task_id=task_id, repeat_idx=repeat_idx)
+            while True:
+                attempt += 1
+                outcome = await self._attempt(unit, timeout, attempt, usage)
+                status = outcome.status
+                again = None
+                if (
+                    status is TaskExecutionStatus.TASK_TIMEOUT
+                    and protocol.timeout_action is not TimeoutAction.SKIP
+                    and not timeout_rerun_used
+                ):
+                    timeout_rerun_used = True
+                    if protocol.timeout_action is TimeoutAction.EXTEND and timeout is not None:
+                        timeout *= 2
+                    again, delay = f"timeout_action={protocol.timeout_action.value}", 0.0
+                elif (
+                    status is not TaskExecutionStatus.SUCCESS
+                    and retries < protocol.max_retries
+                    and is_infrastructure_failure(status, outcome.error)
+                ):
+                    retries += 1
+                    again, delay = "max_retries", self.policy.delay(retries)
+                if again is None:
+                    break
+                events.task_retry(
+                    task_id=task_id,
+                    repeat_idx=repeat_idx,
+                    attempt=attempt,
+                    status=status.value,
+                    reason=again,
+                    delay_s=delay,
+                )
+                if delay:
+                    await anyio.sleep(delay)
+            duration = anyio.current_time() - started
+            reason = outcome.termination_reason
+            events.task_finished(
+                task_id=task_id,
+                repeat_idx=repeat_idx,
+                status=status.value,
+                termination_reason=reason.value if reason and status in _LOOP_ENDED else None,
+                duration_s=duration,
+                attempts=attempt,
+            )
         return build_report(
             task_id=unit.task.id,
             repeat_idx=unit.repeat_idx,
@@ -104,7 +129,7 @@ class Repetitions:
             config=outcome.config,
             usage=usage.as_dict(),
             queued_s=started - unit.selected_at,
-            duration_s=anyio.current_time() - started,
+            duration_s=duration,
             attempts=attempt,
         )
 
@@ -126,9 +151,7 @@ class Repetitions:
             task_context(context),
             registry.scope(),
             track_usage(usage),
-            events.bind_context(task_id=task.id, repeat_idx=unit.repeat_idx),
         ):
-            events.task_started(task_id=task.id, repeat_idx=unit.repeat_idx, attempt=attempt)
             deadline = anyio.fail_after(timeout_s) if timeout_s is not None else _NO_DEADLINE
             scope: anyio.CancelScope | None = None
             try:
@@ -185,14 +208,6 @@ class Repetitions:
             reason = context.termination_reason
             if reason is None and phase != "setup" and status in _LOOP_ENDED:
                 reason = TerminationReason.UNKNOWN
-            events.task_finished(
-                task_id=task.id,
-                repeat_idx=unit.repeat_idx,
-                status=status.value,
-                termination_reason=reason.value if reason and status in _LOOP_ENDED else None,
-                duration_s=time.monotonic() - started,
-                attempt=attempt,
-            )
         return _Outcome(status, reason, eval_results, error, info, traces, config)
 
 
