@@ -10,13 +10,9 @@ elsewhere.
     asynceval run examples/smolagents_agent.py
     asynceval run examples/smolagents_agent.py --repeats 3 --max-concurrent-llm-calls 2
 
-The agent makes one tool step, then smolagents' own final-answer call (max_steps=1), two model
-calls per task. That suits the simulated provider, which calls the offered tools whenever no
-`tool` message follows the last user message: smolagents sends tool results back as a user
-message ("Observation: ..."), so on a later step it would call the tool again rather than answer,
-and with parallel calls it would call `final_answer` alongside `lookup_capital`, which smolagents
-refuses; `parallel_tool_calls=False` makes it call only the first offered tool, `lookup_capital`.
-The simulated model picks the country itself, so not every answer names the right capital.
+On the simulated provider the agent makes one tool step (`lookup_capital`), then calls smolagents'
+`final_answer` tool with an answer carrying the observation: two model calls per task. The
+simulated model picks the tool's argument itself, so not every answer names the right capital.
 """
 
 from __future__ import annotations
@@ -66,13 +62,11 @@ class SmolagentsCapitals(Benchmark):
         self, agent_data: Mapping[str, Any], environment: Any, task: Task, user: Any
     ) -> Any:
         if self.model is None:  # built on first use, when the run's settings are known
-            self.model = AsyncEvalModel(
-                OpenAIChatModel(settings=self.settings), parallel_tool_calls=False
-            )
+            self.model = AsyncEvalModel(OpenAIChatModel(settings=self.settings))
         agent = ToolCallingAgent(
             tools=[lookup_capital],
             model=self.model,
-            max_steps=1,
+            max_steps=4,
             verbosity_level=LogLevel.OFF,  # smolagents prints nothing; asynceval logs events
         )
         geographer = SyncAgent(agent, name="geographer")

@@ -74,8 +74,18 @@ class Answer:
         return sum(len(c.name) + len(json.dumps(c.arguments)) for c in self.tool_calls)
 
 
+FINAL_ANSWER = "final_answer"
+"""A tool by this name (smolagents' convention) ends the agent's run: it is called alone and last,
+once the other tools' results are back, or at once when it is the only tool offered."""
+
+
 def answer(turn: Turn, *, salt: bytes = b"") -> Answer:
     """Apply the answer rules to `turn`; `salt` (seed and request) varies generated values."""
+    offers_final = any(tool.name == FINAL_ANSWER for tool in turn.tools)
+    if offers_final and (turn.tool_results or len(turn.tools) == 1):
+        final = solve(turn.question) if not turn.tool_results else None
+        call = ToolCall(turn.call_offset, FINAL_ANSWER, {"answer": final or text_answer(turn)})
+        return Answer(None, (call,))
     may_call = bool(turn.tools) and not turn.tool_results
     if may_call and turn.force_tools:
         return Answer(None, _tool_calls(turn, salt))
@@ -118,7 +128,8 @@ def text_of(content: Any) -> str:
 
 
 def _tool_calls(turn: Turn, salt: bytes) -> tuple[ToolCall, ...]:
-    chosen = turn.tools if turn.parallel_tools else turn.tools[:1]
+    tools = tuple(t for t in turn.tools if t.name != FINAL_ANSWER)  # final_answer comes last
+    chosen = tools if turn.parallel_tools else tools[:1]
     calls = []
     for i, tool in enumerate(chosen):
         schema = tool.parameters or {"type": "object"}

@@ -103,15 +103,21 @@ def error(status: int, message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
+OBSERVATION = "Observation:"
+"""How agents that do not send `tool` messages (smolagents) hand tool results back: a user
+message starting with this counts as a tool result, not as the question."""
+
+
 def _question(messages: list[Mapping[str, Any]]) -> tuple[str, tuple[str, ...]]:
     """The last user message's text and the tool results sent after it."""
     results: list[str] = []
     for message in reversed(messages):
         role = message.get("role")
-        if role == "tool":
-            results.append(text_of(message.get("content")))
+        text = text_of(message.get("content"))
+        if role == "tool" or (role == "user" and text.lstrip().startswith(OBSERVATION)):
+            results.append(text)
         elif role == "user":
-            return text_of(message.get("content")), tuple(reversed(results))
+            return text, tuple(reversed(results))
     return "", tuple(reversed(results))
 
 
