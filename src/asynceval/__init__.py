@@ -5,6 +5,7 @@ backoff (`RetryPolicy`), and writes structured JSON events (`configure_logging`)
 `Settings` (environment and `.env`).
 """
 
+from .agents import SyncAgent
 from .config import Settings
 from .engine import (
     REPORT_KEYS,
@@ -44,6 +45,7 @@ from .errors import (
     TaskTimeoutError,
     UserError,
 )
+from .evaluation import Dimension, JudgePanel, JudicialOpinion, PanelResult
 from .events import bind_context, configure_logging, register_secret
 from .limits import (
     ConcurrencyController,
@@ -81,11 +83,15 @@ __all__ = [
     "ConcurrencyController",
     "ConfigError",
     "ControllerStatistics",
+    "Dimension",
     "EvaluationError",
     "Evaluator",
+    "JudgePanel",
+    "JudicialOpinion",
     "LLMCallFailed",
     "MalformedResponse",
     "OpenAIChatModel",
+    "PanelResult",
     "PriorityQueue",
     "ProviderConnectionError",
     "ProviderError",
@@ -95,6 +101,7 @@ __all__ = [
     "SequentialQueue",
     "Settings",
     "SetupError",
+    "SyncAgent",
     "Task",
     "TaskContext",
     "TaskEnvironmentError",

@@ -284,3 +284,21 @@ def test_the_example_makes_30_calls_or_3_batched(tmp_path: Path, batching: str, 
     lines = (out / "events.jsonl").read_text().splitlines()
     acquired = [e for e in map(json.loads, lines) if e["event"] == "acquired"]
     assert len(acquired) == calls
+
+
+async def test_a_model_declared_without_structured_output_makes_the_panel_ask_in_the_prompt() -> (
+    None
+):
+    provider = ScriptedProvider()
+    model = OpenAIChatModel(
+        "m",
+        base_url="http://provider.test/v1",
+        settings=Settings(retry_initial_delay=0.01, retry_max_delay=0.02),
+        controller=ConcurrencyController(5),
+        transport=httpx.MockTransport(provider),
+        structured_output=False,  # a setting on the model: the provider has no JSON schemas
+    )
+    async with model:
+        result = await JudgePanel(model, AGENTS, DIMENSIONS).evaluate("Paris.")
+    assert_complete(result)
+    assert provider.structured == 0 and provider.unstructured == 30

@@ -107,7 +107,7 @@ class JudgePanel:
         *,
         batching: bool | None = None,
         settings: Settings | None = None,
-        structured_output: bool = True,
+        structured_output: bool | None = None,
         score_range: tuple[float, float] | None = (1, 5),
         pass_threshold: float | None = None,
     ) -> None:
@@ -116,7 +116,10 @@ class JudgePanel:
         self._personas = _judges(agents)
         self._dimensions = _dimensions(dimensions)
         self.batching = self.settings.batching_enabled if batching is None else batching
-        self._structured = structured_output
+        # Default: what the model says of its provider (ChatModel(structured_output=False)).
+        self._structured = (
+            model.structured_output if structured_output is None else structured_output
+        )
         self.score_range = _score_range(score_range)
         if pass_threshold is not None:
             if self.score_range is None:

@@ -70,6 +70,8 @@ class ChatModel(ABC):
     `model`, `base_url` and `api_key` default to LLM_MODEL, LLM_BASE_URL and LLM_API_KEY. The
     controller defaults to the one shared by the whole event loop run (`default_controller`).
     `transport` picks the HTTP transport ("aiohttp", "httpx") or takes any httpx transport.
+    `structured_output=False` declares a provider without JSON-schema output (older Ollama models,
+    some vLLM servers).
     """
 
     path: str
@@ -85,8 +87,12 @@ class ChatModel(ABC):
         settings: Settings | None = None,
         transport: HttpTransport | httpx.AsyncBaseTransport | None = None,
         sim_config: SimConfig | None = None,
+        structured_output: bool = True,
     ) -> None:
         self.settings = settings = settings if settings is not None else Settings()
+        self.structured_output = structured_output
+        """Whether the provider honours `response_format` JSON schemas; False makes the judge
+        panel (and other structured callers) ask for JSON in the prompt instead."""
         self.sim: SimProvider | None = None
         """The in-process simulated provider when no base URL is set (its `stats()` are handy)."""
         base_url = base_url or settings.llm_base_url
