@@ -463,3 +463,36 @@ async def test_run_sync_works_inside_a_running_event_loop() -> None:
     """As in a notebook: the run gets its own thread and event loop."""
     reports = Scripted().run_sync([task("answer")])
     assert reports[0]["status"] == "success"
+
+
+async def test_evaluators_run_at_the_same_time() -> None:
+    """Each evaluator waits until all three have started: only concurrent evaluation finishes."""
+    started = 0
+    everyone = anyio.Event()
+
+    def evaluator_named(name: str) -> Any:
+        async def evaluator(task: Task, answer: Any, traces: Any) -> dict[str, str]:
+            nonlocal started
+            started += 1
+            if started == 3:
+                everyone.set()
+            with anyio.fail_after(2):
+                await everyone.wait()
+            return {"evaluator": name}
+
+        return evaluator
+
+    class Three(Benchmark):
+        async def setup_agents(
+            self, agent_data: Any, environment: Any, task: Task, user: Any
+        ) -> Any:
+            return [lambda query: query], {}
+
+        async def setup_evaluators(
+            self, environment: Any, task: Task, agents: Any, user: Any
+        ) -> Any:
+            return [evaluator_named(name) for name in ("a", "b", "c")]
+
+    (report,) = await Three().run([Task(query="q")])
+    assert report["status"] == "success"
+    assert [entry["evaluator"] for entry in report["eval"]] == ["a", "b", "c"]

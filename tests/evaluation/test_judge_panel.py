@@ -302,3 +302,35 @@ async def test_a_model_declared_without_structured_output_makes_the_panel_ask_in
         result = await JudgePanel(model, AGENTS, DIMENSIONS).evaluate("Paris.")
     assert_complete(result)
     assert provider.structured == 0 and provider.unstructured == 30
+
+
+async def test_a_failing_provider_does_not_stop_a_benchmark_run_using_the_panel() -> None:
+    from asynceval import Benchmark
+
+    model = OpenAIChatModel(
+        settings=Settings(retry_initial_delay=0.001, retry_max_delay=0.002),
+        controller=ConcurrencyController(5),
+        sim_config=SimConfig(latency=0, fault_rates={503: 1.0}, retry_after=0),
+    )
+    panel = JudgePanel(model, AGENTS, DIMENSIONS)
+
+    class Judged(Benchmark):
+        async def setup_agents(
+            self, agent_data: Any, environment: Any, task: Task, user: Any
+        ) -> Any:
+            return [lambda query: "Paris."], {}
+
+        async def setup_evaluators(
+            self, environment: Any, task: Task, agents: Any, user: Any
+        ) -> Any:
+            return [panel.evaluator()]
+
+    async with model:
+        reports = await Judged().run(
+            [Task(query="Capital of France?", id=f"t{i}") for i in range(2)]
+        )
+    for report in reports:
+        (verdict,) = report["eval"]
+        assert report["status"] == "success" and len(verdict["opinions"]) == 30
+        assert {o["score"] for o in verdict["opinions"]} == {None}
+        assert len(verdict["errors"]) == 30

@@ -365,17 +365,19 @@ async def test_no_calls_give_no_results_and_no_events(event_log: EventLog) -> No
     assert event_log.named("tool_wave") == []
 
 
-async def test_sync_tools_run_directly_outside_a_run() -> None:
+async def test_sync_tools_run_in_worker_threads_and_together_outside_a_run() -> None:
     threads: list[threading.Thread] = []
+    both_started = threading.Barrier(2, timeout=5)  # only passes if the two run at once
 
     def lookup(key: str) -> str:
         threads.append(threading.current_thread())
+        both_started.wait()
         return key.upper()
 
     executor = ToolExecutor([Tool("lookup", lookup, read_only=True)], max_parallel=5)
     results = await executor.run([call("lookup", key="a"), call("lookup", key="b")])
     assert [r["content"] for r in results] == ["A", "B"]
-    assert threads == [threading.main_thread()] * 2
+    assert threading.main_thread() not in threads and len(threads) == 2
 
 
 async def test_sync_tools_run_in_worker_threads_inside_a_benchmark_run() -> None:

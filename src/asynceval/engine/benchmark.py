@@ -63,6 +63,16 @@ def _is_async(func: Callable[..., Any]) -> bool:
     return answer
 
 
+def is_async(func: Callable[..., Any]) -> bool:
+    """Whether calling `func` gives a coroutine (a coroutine function or an async __call__)."""
+    return _is_async(func)
+
+
+def engine_threads() -> ThreadRunner | None:
+    """The thread runner of the engine run this code is in, or None outside a run."""
+    return _threads.get()
+
+
 async def call_maybe_async(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Await `func(...)` if it is async; otherwise run it in one of the engine's worker threads."""
     if _is_async(func):

@@ -202,6 +202,7 @@ class ConcurrencyController:
                 waiter.event = anyio.Event()  # woken to look at a pause, not granted
         except BaseException:
             if waiter.granted:
+                self._granted -= 1  # handed over but never used: not a grant after all
                 self._give_back()  # granted, then cancelled before it could resume
             else:
                 self._waiters.pop(waiter, None)

@@ -12,6 +12,7 @@ the others still run.
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -19,10 +20,11 @@ from types import MappingProxyType
 from typing import Any
 
 import anyio
+import anyio.to_thread
 
 from .. import events
 from ..config import Settings
-from ..engine.benchmark import call_maybe_async
+from ..engine.benchmark import call_maybe_async, engine_threads, is_async
 from ..llm.types import ToolCall
 from .tool import Tool
 
@@ -211,10 +213,18 @@ def _why(wave: list[_Call], following: _Call | None) -> dict[str, Any]:
 
 
 async def _invoke(call: _Call) -> dict[str, Any]:
-    """Call the tool (sync ones via `call_maybe_async`, so in worker threads inside a run)."""
+    """Call the tool. Sync tools always run in worker threads: inside an engine run on the engine's
+    thread limiter (`call_maybe_async`), outside one on anyio's default pool, so a wave of blocking
+    tools still runs at once."""
     try:
         # A partial, so arguments named like call_maybe_async's own parameters pass through.
-        value = await call_maybe_async(functools.partial(call.tool.fn, **call.arguments))
+        fn = functools.partial(call.tool.fn, **call.arguments)
+        if engine_threads() is None and not is_async(call.tool.fn):
+            value = await anyio.to_thread.run_sync(fn)
+            if inspect.isawaitable(value):
+                value = await value
+        else:
+            value = await call_maybe_async(fn)
         content = _content(value)
     except Exception as exc:
         return _error(call.id, call.name, str(exc) or type(exc).__name__)
