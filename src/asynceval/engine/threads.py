@@ -9,6 +9,7 @@ can never pile up more threads than the limit. Sync code can stop early at check
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import math
@@ -70,6 +71,7 @@ class ThreadRunner:
         limiter = self.limiter
         await limiter.acquire_on_behalf_of(ticket)
         call = functools.partial(func, *args, **kwargs)
+        give_back = _hand_back(limiter, ticket)
 
         def in_thread() -> T:
             if not ticket.start():
@@ -78,9 +80,7 @@ class ThreadRunner:
                 return call()
             finally:
                 if ticket.finish():
-                    # RuntimeError: the event loop has ended, nothing left to account for.
-                    with contextlib.suppress(RuntimeError):
-                        anyio.from_thread.run_sync(limiter.release_on_behalf_of, ticket)
+                    give_back()
 
         try:
             return await anyio.to_thread.run_sync(
@@ -93,3 +93,26 @@ class ThreadRunner:
     def busy(self) -> int:
         """Threads counted against the limit now, abandoned ones included."""
         return int(self.limiter.borrowed_tokens)
+
+
+def _hand_back(limiter: anyio.CapacityLimiter, ticket: _Ticket) -> Callable[[], None]:
+    """How an abandoned thread gives its token back, without ever waiting for the event loop.
+
+    On asyncio the release is posted to the loop (`call_soon_threadsafe`): a thread that ends after
+    the loop stopped must not block the interpreter's exit waiting for it. Elsewhere it falls back
+    to `anyio.from_thread.run_sync`.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+
+    def give_back() -> None:
+        # RuntimeError: the event loop has ended, nothing left to account for.
+        with contextlib.suppress(RuntimeError):
+            if loop is not None:
+                loop.call_soon_threadsafe(limiter.release_on_behalf_of, ticket)
+            else:
+                anyio.from_thread.run_sync(limiter.release_on_behalf_of, ticket)
+
+    return give_back
