@@ -208,11 +208,6 @@ def configure_logging(settings: Settings | None = None, *, stream: TextIO | None
             previous.close()
 
 
-def logging_configured() -> bool:
-    """Whether `configure_logging` has run in this process (the engine and CLI set it up if not)."""
-    return _logger is not None
-
-
 def ensure_logging(settings: Settings) -> None:
     """`configure_logging(settings)` unless the application (or an earlier call) already did."""
     if _logger is None:

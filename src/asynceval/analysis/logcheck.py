@@ -8,22 +8,16 @@ never succeeded afterwards and no `llm_call_failed` recorded its end (SC-001).
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from os import PathLike
 from typing import Any
 
+from .summary import percentile
+
 
 class LogFormatError(ValueError):
     """An event log line that is not a JSON object; the message names the line."""
-
-
-def _percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
 @dataclass
@@ -129,8 +123,8 @@ def check_events(events: Iterable[dict[str, Any]], limit: int | None = None) -> 
     if check.limit is not None:
         check.limit_held = check.max_in_flight <= check.limit
     check.unbalanced += [c for c, n in in_flight.items() if n > 0]
-    check.queue_wait_p50_s = _percentile(waits, 0.5)
-    check.queue_wait_p95_s = _percentile(waits, 0.95)
-    check.held_p50_s = _percentile(helds, 0.5)
-    check.held_p95_s = _percentile(helds, 0.95)
+    check.queue_wait_p50_s = percentile(waits, 0.5)
+    check.queue_wait_p95_s = percentile(waits, 0.95)
+    check.held_p50_s = percentile(helds, 0.5)
+    check.held_p95_s = percentile(helds, 0.95)
     return check

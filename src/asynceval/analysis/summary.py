@@ -40,7 +40,8 @@ def report_score(report: Mapping[str, Any]) -> float | None:
     return eval_score(report.get("eval"))
 
 
-def _percentile(values: Sequence[float], q: float) -> float | None:
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The nearest-rank `q` quantile of `values` (0 < q <= 1), None when there are none."""
     if not values:
         return None
     ordered = sorted(values)
@@ -129,6 +130,6 @@ def summarize(records: Iterable[Mapping[str, Any]], wall_s: float | None = None)
     if summary.scored:
         summary.pass_rate = summary.passed / summary.scored
         summary.pass_rate_ci95 = wilson_interval(summary.passed, summary.scored)
-    summary.duration_p50_s = _percentile(durations, 0.50)
-    summary.duration_p95_s = _percentile(durations, 0.95)
+    summary.duration_p50_s = percentile(durations, 0.50)
+    summary.duration_p95_s = percentile(durations, 0.95)
     return summary

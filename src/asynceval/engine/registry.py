@@ -12,19 +12,9 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, TypeVar
 
 _SINGLE = ("environment", "user")  # categories holding one component, not a mapping
-
-
-@runtime_checkable
-class Traceable(Protocol):
-    def gather_traces(self) -> Mapping[str, Any]: ...
-
-
-@runtime_checkable
-class Configurable(Protocol):
-    def gather_config(self) -> Mapping[str, Any]: ...
 
 
 C = TypeVar("C")

@@ -147,9 +147,10 @@ class ResultsFile:
     async def _flush_queued(self) -> None:
         batch, self._queued = self._queued, []
         if batch:
-            # Not abandoned on cancel: a batch, once begun, is written whole.
-            await anyio.to_thread.run_sync(self._write_batch, batch)
-            self.written += len(batch)
+            # Shielded: a batch, once begun, is written whole and counted, cancelled or not.
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._write_batch, batch)
+                self.written += len(batch)
 
     def _write_batch(self, lines: list[bytes]) -> None:
         assert self._file is not None

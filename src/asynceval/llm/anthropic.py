@@ -132,14 +132,10 @@ class AnthropicChatModel(ChatModel):
                     texts.append(json.dumps(block["input"]))
                 else:
                     calls.append(ToolCall.from_json(block["id"], block["name"], block["input"]))
-        usage = body.get("usage") or {}
         return Completion(
             text="".join(texts),
             tool_calls=tuple(calls),
-            usage=Usage(
-                prompt_tokens=int(usage.get("input_tokens") or 0),
-                completion_tokens=int(usage.get("output_tokens") or 0),
-            ),
+            usage=Usage.from_body(body.get("usage"), "input_tokens", "output_tokens"),
             finish_reason=body.get("stop_reason"),
             model=body.get("model"),
             raw=body,

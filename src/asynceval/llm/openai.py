@@ -38,14 +38,10 @@ class OpenAIChatModel(ChatModel):
             ToolCall.from_json(call["id"], call["function"]["name"], call["function"]["arguments"])
             for call in message.get("tool_calls") or ()
         )
-        usage = body.get("usage") or {}
         return Completion(
             text=message.get("content") or "",
             tool_calls=calls,
-            usage=Usage(
-                prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                completion_tokens=int(usage.get("completion_tokens") or 0),
-            ),
+            usage=Usage.from_body(body.get("usage"), "prompt_tokens", "completion_tokens"),
             finish_reason=choice.get("finish_reason"),
             model=body.get("model"),
             raw=body,

@@ -35,6 +35,15 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
+    @classmethod
+    def from_body(cls, usage: Any, prompt_key: str, completion_key: str) -> Usage:
+        """Usage from a provider's `usage` object; missing or null counts are 0."""
+        usage = usage if isinstance(usage, Mapping) else {}
+        return cls(
+            prompt_tokens=int(usage.get(prompt_key) or 0),
+            completion_tokens=int(usage.get(completion_key) or 0),
+        )
+
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
