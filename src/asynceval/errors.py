@@ -9,6 +9,7 @@ AsyncEvalError
 │   ├── TaskEnvironmentError                environment_error
 │   ├── UserError                           user_error (the simulated user failed)
 │   ├── TaskTimeoutError                    task_timeout
+│   │   └── RepetitionExpired               an abandoned thread called after its repetition timed out
 │   ├── SetupError                          setup_failed
 │   └── EvaluationError                     evaluation_failed
 ├── ProviderError                           one attempt of an LLM call failed
@@ -16,7 +17,8 @@ AsyncEvalError
 │   ├── ProviderConnectionError             the connection failed or broke
 │   ├── MalformedResponse                   a 2xx whose body is not a usable completion
 │   └── AttemptTimeout                      the attempt ran past LLM_CALL_TIMEOUT
-└── LLMCallFailed                           a call failed for good (retries exhausted, or not retryable)
+├── LLMCallFailed                           a call failed for good (retries exhausted, or not retryable)
+└── RunFinished                             a worker thread called into a run that has ended
 ```
 
 A `ProviderError` describes one attempt and is what the retry policy looks at; callers of
@@ -72,6 +74,26 @@ class TaskTimeoutError(TaskError):
         super().__init__(message)
         self.elapsed_s = elapsed_s
         self.timeout_s = timeout_s
+
+
+class RepetitionExpired(TaskTimeoutError):
+    """Raised at once to a call from a sync thread whose repetition timed out (the thread was
+    abandoned: it cannot be killed, so its further LLM calls are refused instead of queued)."""
+
+    def __init__(self, task_id: str, repeat_idx: int, timeout_s: float, elapsed_s: float) -> None:
+        super().__init__(
+            f"task {task_id} repeat {repeat_idx} timed out after {timeout_s:g} s; "
+            "this abandoned thread's call is refused",
+            elapsed_s=elapsed_s,
+            timeout_s=timeout_s,
+        )
+        self.task_id = task_id
+        self.repeat_idx = repeat_idx
+
+
+class RunFinished(AsyncEvalError):
+    """Raised to a call from a worker thread of a run that has already ended (its event loop
+    portal is closed): the thread outlived its run, and nothing is left to serve the call."""
 
 
 class ProviderError(AsyncEvalError):
