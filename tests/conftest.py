@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from asynceval import Settings, configure_logging
+from asynceval.runtime import _reset_default
 
 SETTING_VARS = [name.upper() for name in Settings.model_fields]
 
@@ -116,3 +117,11 @@ def sim_server() -> Iterator[Callable[..., str]]:
     yield start
     for process in processes:
         stop_sim_server(process)
+
+
+@pytest.fixture(autouse=True)
+def fresh_default_runtime() -> Iterator[None]:
+    """Each test starts with no process-default Runtime, so it sees the environment it set up."""
+    _reset_default()
+    yield
+    _reset_default()

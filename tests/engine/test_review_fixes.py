@@ -17,7 +17,6 @@ from asynceval import (
     Benchmark,
     BenchmarkCallback,
     ConcurrencyController,
-    ConfigError,
     OpenAIChatModel,
     PriorityQueue,
     SequentialQueue,
@@ -250,13 +249,23 @@ async def test_generate_sync_calls_from_a_sync_agent_are_in_the_report_usage() -
     assert report["status"] == "success" and report["usage"]["llm_calls"] == 3
 
 
-async def test_two_different_controllers_in_one_run_are_refused() -> None:
-    model = OpenAIChatModel(sim_config=SimConfig(latency=0))  # takes this run's default
-    async with model:
-        await model.generate("hi")
-        bench = Agents(controller=ConcurrencyController(3))
-        with pytest.raises(ConfigError, match="different default ConcurrencyController"):
-            await bench.run([Task(query="q")])
+async def test_a_benchmark_controller_bounds_the_calls_of_models_without_their_own() -> None:
+    """Benchmark(controller=...) replaces the runtime's limiter for that run's models."""
+    controller = ConcurrencyController(3)
+    model = OpenAIChatModel(sim_config=SimConfig(latency=0))
+
+    class Calls(Benchmark):
+        async def setup_agents(self, agent_data: Any, env: Any, task: Task, user: Any) -> Any:
+            async def agent(query: Any) -> str:
+                return (await model.generate(str(query))).text
+
+            return [agent], {}
+
+    reports = await Calls(controller=controller).run(
+        [Task(query="q", id=f"t{i}") for i in range(4)]
+    )
+    assert all(r["status"] == "success" for r in reports)
+    assert controller.statistics().granted == 4
 
 
 async def test_a_resumed_adaptive_run_learns_from_the_earlier_reports(tmp_path: Path) -> None:

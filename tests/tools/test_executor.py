@@ -17,6 +17,7 @@ import anyio.lowlevel
 import pytest
 
 from asynceval import Benchmark, Settings, Task, ToolCall
+from asynceval.runtime import _reset_default
 from asynceval.tools import Tool, ToolExecutor
 
 from ..conftest import EventLog
@@ -450,6 +451,7 @@ def test_max_parallel_comes_from_settings_or_the_environment(
         ToolExecutor([], max_parallel=2, settings=Settings(max_parallel_tools=3)).max_parallel == 2
     )
     monkeypatch.setenv("MAX_PARALLEL_TOOLS", "4")
+    _reset_default()  # the environment is read once per process default Runtime
     assert ToolExecutor([]).max_parallel == 4
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import events
-from ..engine.benchmark import call_maybe_async
+from ..engine.threads import call_maybe_async
 
 
 class SyncAgent:

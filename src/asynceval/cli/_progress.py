@@ -41,6 +41,7 @@ class Progress:
     ) -> None:
         self.controller = controller
         self.total = total
+        self.threads_still_running = 0
         self.mode = mode
         self.stream = stream
         self.plain_every = plain_every
@@ -61,6 +62,8 @@ class Progress:
             self.retries += 1
         elif event == "timeout":
             self.timeouts += 1
+        elif event == "run_finished":
+            self.threads_still_running = int(fields.get("threads_still_running") or 0)
 
     @property
     def done(self) -> int:

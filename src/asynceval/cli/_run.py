@@ -1,15 +1,16 @@
 """`asynceval run TARGET`: run a benchmark from a shell, with live progress and a summary.
 
-The run writes DIR/results.jsonl and DIR/events.jsonl; options beat `.env` and the environment
-(they are put into the environment before the target is imported, so models the target builds
-at import time see them too). Ctrl-C stops the run cleanly: every finished report is already in
-DIR, and `--resume DIR` finishes the rest.
+The run writes DIR/results.jsonl and DIR/events.jsonl; options beat `.env` and the environment.
+Settings are read once, here, into the Runtime the run goes through, which is installed as the
+process default before the target is imported, so models the target builds at import time use
+it too. Ctrl-C stops the run cleanly: every finished report is already in DIR, and
+`--resume DIR` finishes the rest. Sync threads abandoned by task timeouts do not keep the
+process alive after the summary.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Iterable, Mapping
@@ -23,19 +24,19 @@ from .. import events
 from ..config import Settings
 from ..engine import Benchmark, Task, load_tasks
 from ..errors import ConfigError, TaskSpecError
-from ..limits import ConcurrencyController
+from ..runtime import Runtime, _reset_default
 from ._errors import CLIError
 from ._progress import Mode, Progress
 from ._report import load_summary, print_summary
 from ._target import load_benchmark
 
-# option -> environment variable it overrides
+# option -> the setting it overrides
 OVERRIDES = {
-    "max_concurrent_llm_calls": "MAX_CONCURRENT_LLM_CALLS",
-    "max_concurrent_tasks": "MAX_CONCURRENT_TASKS",
-    "llm_call_timeout": "LLM_CALL_TIMEOUT",
-    "base_url": "LLM_BASE_URL",
-    "model": "LLM_MODEL",
+    "max_concurrent_llm_calls": "max_concurrent_llm_calls",
+    "max_concurrent_tasks": "max_concurrent_tasks",
+    "llm_call_timeout": "llm_call_timeout",
+    "base_url": "llm_base_url",
+    "model": "llm_model",
 }
 
 
@@ -64,35 +65,28 @@ def add_parser(commands: Any) -> None:
 def run_command(args: argparse.Namespace) -> int:
     if args.repeats is not None and args.repeats < 1:
         raise CLIError(f"--repeats must be >= 1, got {args.repeats}")
-    for option, variable in OVERRIDES.items():
-        value = getattr(args, option)
-        if value is not None:
-            os.environ[variable] = str(value)
-    try:
-        settings = Settings()
-    except ConfigError as exc:
-        raise CLIError(str(exc)) from None
+    options = {
+        setting: getattr(args, option)
+        for option, setting in OVERRIDES.items()
+        if getattr(args, option) is not None
+    }
+    runtime = _install_runtime(_settings(options))
     bench = load_benchmark(args.target)
     tasks = _tasks(args, bench)
     out = _output_dir(args)  # only once everything else is known to be right
-    os.environ["LOG_FILE"] = str(out / "events.jsonl")
-    if bench.settings is not None:  # the target chose settings: the options still win
-        chosen = {o: getattr(args, o) for o in OVERRIDES if getattr(args, o) is not None}
-        fields = {"base_url": "llm_base_url", "model": "llm_model"}
-        update = {fields.get(k, k): v for k, v in chosen.items()}
-        try:
-            settings = Settings(**{**bench.settings.model_dump(), **update, "log_file": None})
-        except ConfigError as exc:
-            raise CLIError(str(exc)) from None
-    bench.settings = settings
+    if bench.runtime is None:
+        if bench.settings is not None:  # the target chose settings: the options still win
+            runtime = _install_runtime(_settings({**bench.settings.model_dump(), **options}))
+        bench.runtime = runtime
+    runtime = bench.runtime
     if args.repeats is not None:
         bench.n_task_repeats = args.repeats
-    if bench.controller is None:
-        bench.controller = ConcurrencyController.from_settings(settings)
-    events.configure_logging(settings.model_copy(update={"log_file": str(out / "events.jsonl")}))
+    events.configure_logging(
+        runtime.settings.model_copy(update={"log_file": str(out / "events.jsonl")})
+    )
     total = _total(tasks, bench)
     mode: Mode = "quiet" if args.quiet else ("live" if sys.stdout.isatty() else "plain")
-    progress = Progress(bench.controller, total, mode, sys.stdout)
+    progress = Progress(bench.controller or runtime.limiter, total, mode, sys.stdout)
     started = time.monotonic()
     resume = args.resume is not None
     try:
@@ -107,7 +101,35 @@ def run_command(args: argparse.Namespace) -> int:
     if not args.quiet:
         print_summary(load_summary(out / "results.jsonl", time.monotonic() - started), sys.stdout)
         print(f"results: {out / 'results.jsonl'}\nevents:  {out / 'events.jsonl'}")
+    _say_abandoned(progress.threads_still_running)
     return 0
+
+
+def _settings(values: Mapping[str, Any]) -> Settings:
+    """The run's settings: `values` over the environment and `.env`, with no log file of the
+    environment's (the run's events go to DIR/events.jsonl)."""
+    try:
+        return Settings(**{**values, "log_file": None})
+    except ConfigError as exc:
+        raise CLIError(str(exc)) from None
+
+
+def _install_runtime(settings: Settings) -> Runtime:
+    """A Runtime over `settings`, made the process default (for what the target builds)."""
+    runtime = Runtime(settings)
+    _reset_default(runtime)
+    return runtime
+
+
+def _say_abandoned(count: int) -> None:
+    if count:
+        print(
+            f"{count} sync thread{'s' if count != 1 else ''} abandoned by task timeouts "
+            f"{'are' if count != 1 else 'is'} still running; exiting without waiting for "
+            f"{'them' if count != 1 else 'it'}",
+            file=sys.stderr,
+        )
+        sys.stderr.flush()
 
 
 async def _execute(

@@ -17,18 +17,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from os import PathLike
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.from_thread
 
 from ..config import Settings
 from ..limits import ConcurrencyController
+from ..runtime import Runtime
 from .callbacks import BenchmarkCallback
 from .context import current_context
 from .queues import TaskQueue
@@ -36,55 +36,12 @@ from .registry import ComponentRegistry
 from .report import error_entry
 from .status import TerminationReason
 from .task import Task
-
-if TYPE_CHECKING:
-    from .threads import ThreadRunner
+from .threads import call_maybe_async
 
 Evaluator = Callable[..., Any]
 """Called as `evaluator(task=..., answer=..., traces=...)`, sync or async; returns a dict."""
 
 _user: ContextVar[Any] = ContextVar("asynceval_user", default=None)
-_threads: ContextVar[ThreadRunner | None] = ContextVar("asynceval_threads", default=None)
-
-
-_async_methods: dict[Any, bool] = {}
-
-
-def _is_async(func: Callable[..., Any]) -> bool:
-    """Whether calling `func` gives a coroutine; cached for methods (asked per repetition)."""
-    key = getattr(func, "__func__", None)
-    if key is not None and key in _async_methods:
-        return _async_methods[key]
-    answer = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
-        getattr(func, "__call__", None)  # noqa: B004 (an object with an async __call__)
-    )
-    if key is not None:
-        _async_methods[key] = answer
-    return answer
-
-
-def is_async(func: Callable[..., Any]) -> bool:
-    """Whether calling `func` gives a coroutine (a coroutine function or an async __call__)."""
-    return _is_async(func)
-
-
-def engine_threads() -> ThreadRunner | None:
-    """The thread runner of the engine run this code is in, or None outside a run."""
-    return _threads.get()
-
-
-async def call_maybe_async(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Await `func(...)` if it is async; otherwise run it in one of the engine's worker threads."""
-    if _is_async(func):
-        return await func(*args, **kwargs)
-    runner = _threads.get()
-    if runner is None:
-        result = func(*args, **kwargs)
-    else:
-        result = await runner.run(func, *args, **kwargs)
-    if inspect.isawaitable(result):
-        result = await result
-    return result
 
 
 def _callable_of(obj: Any, method: str) -> Callable[..., Any]:
@@ -101,8 +58,10 @@ class Benchmark(ABC):
 
     `n_task_repeats` runs each task that many times; `max_invocations` bounds the turns of the
     default execution loop; `max_concurrent_tasks` (default MAX_CONCURRENT_TASKS) bounds the
-    repetitions alive at once; `controller` becomes the run's default LLM controller (default: one
-    built from MAX_CONCURRENT_LLM_CALLS).
+    repetitions alive at once. `runtime` is the Runtime the run's calls go through (default: the one
+    current when the run starts, usually the process default, so the limit is shared with every
+    other run and thread of the process); `settings` without a runtime gives the run a Runtime of
+    its own built from them; `controller` replaces the runtime's limiter for this run.
     """
 
     def __init__(
@@ -114,6 +73,7 @@ class Benchmark(ABC):
         callbacks: Sequence[BenchmarkCallback] = (),
         settings: Settings | None = None,
         controller: ConcurrencyController | None = None,
+        runtime: Runtime | None = None,
     ) -> None:
         for name, value in (
             ("n_task_repeats", n_task_repeats),
@@ -129,6 +89,7 @@ class Benchmark(ABC):
         self.callbacks = list(callbacks)
         self.settings = settings
         self.controller = controller
+        self.runtime = runtime
         self.registry = ComponentRegistry()  # its benchmark_config is gathered when a run starts
         self.reports: list[dict[str, Any]] = []
 

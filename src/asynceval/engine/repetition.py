@@ -13,22 +13,24 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
+from anyio.from_thread import BlockingPortal
 
 from .. import events
 from ..config import Settings
 from ..errors import TaskTimeoutError
 from ..limits import RetryPolicy
 from ..llm.usage import UsageCounter, track_usage
-from .benchmark import call_maybe_async
+from ..runtime import Bridge, bridge_scope
 from .context import TaskContext, task_context
 from .report import build_report, error_entry, is_infrastructure_failure
 from .status import TaskExecutionStatus, TerminationReason, status_for
 from .task import Task, TimeoutAction
+from .threads import call_maybe_async
 
 if TYPE_CHECKING:
     from .benchmark import Benchmark
@@ -62,67 +64,31 @@ class Repetitions:
         self.bench = bench
         self.settings = settings
         self.policy = policy
+        self.portal: BlockingPortal | None = None  # the run's, set when it starts
 
     async def run(self, unit: Unit) -> dict[str, Any]:
         """Every attempt of one repetition (timeout re-runs, infrastructure retries): one report."""
-        protocol = unit.task.protocol
-        timeout = protocol.timeout_seconds or self.settings.task_timeout
         started = anyio.current_time()
         usage = UsageCounter()
-        attempt = 0
-        timeout_rerun_used = False
-        retries = 0
         task_id, repeat_idx = unit.task.id, unit.repeat_idx
         with events.bind_context(task_id=task_id, repeat_idx=repeat_idx):
             events.task_started(task_id=task_id, repeat_idx=repeat_idx)
-            while True:
-                attempt += 1
-                outcome = await self._attempt(unit, timeout, attempt, usage)
-                status = outcome.status
-                again = None
-                if (
-                    status is TaskExecutionStatus.TASK_TIMEOUT
-                    and protocol.timeout_action is not TimeoutAction.SKIP
-                    and not timeout_rerun_used
-                ):
-                    timeout_rerun_used = True
-                    if protocol.timeout_action is TimeoutAction.EXTEND and timeout is not None:
-                        timeout *= 2
-                    again, delay = f"timeout_action={protocol.timeout_action.value}", 0.0
-                elif (
-                    status is not TaskExecutionStatus.SUCCESS
-                    and retries < protocol.max_retries
-                    and is_infrastructure_failure(status, outcome.error)
-                ):
-                    retries += 1
-                    again, delay = "max_retries", self.policy.delay(retries)
-                if again is None:
-                    break
-                events.task_retry(
-                    task_id=task_id,
-                    repeat_idx=repeat_idx,
-                    attempt=attempt,
-                    status=status.value,
-                    reason=again,
-                    delay_s=delay,
-                )
-                if delay:
-                    await anyio.sleep(delay)
+            outcome, attempts = await self._attempts(unit, usage)
             duration = anyio.current_time() - started
-            reason = outcome.termination_reason
+            status, reason = outcome.status, outcome.termination_reason
             events.task_finished(
                 task_id=task_id,
                 repeat_idx=repeat_idx,
                 status=status.value,
                 termination_reason=reason.value if reason and status in _LOOP_ENDED else None,
                 duration_s=duration,
-                attempts=attempt,
+                attempts=attempts,
             )
         return build_report(
-            task_id=unit.task.id,
-            repeat_idx=unit.repeat_idx,
-            status=outcome.status,
-            termination_reason=outcome.termination_reason,
+            task_id=task_id,
+            repeat_idx=repeat_idx,
+            status=status,
+            termination_reason=reason,
             eval_results=outcome.eval_results,
             error=outcome.error_info,
             traces=outcome.traces,
@@ -130,85 +96,153 @@ class Repetitions:
             usage=usage.as_dict(),
             queued_s=started - unit.selected_at,
             duration_s=duration,
-            attempts=attempt,
+            attempts=attempts,
         )
+
+    async def _attempts(self, unit: Unit, usage: UsageCounter) -> tuple[_Outcome, int]:
+        """Attempts until one needs no re-run: (its outcome, the number of attempts)."""
+        protocol = unit.task.protocol
+        timeout = protocol.timeout_seconds or self.settings.task_timeout
+        attempt = retries = 0
+        timeout_rerun_used = False
+        while True:
+            attempt += 1
+            outcome = await self._attempt(unit, timeout, attempt, usage)
+            status = outcome.status
+            if (
+                status is TaskExecutionStatus.TASK_TIMEOUT
+                and protocol.timeout_action is not TimeoutAction.SKIP
+                and not timeout_rerun_used
+            ):
+                timeout_rerun_used = True
+                if protocol.timeout_action is TimeoutAction.EXTEND and timeout is not None:
+                    timeout *= 2
+                again, delay = f"timeout_action={protocol.timeout_action.value}", 0.0
+            elif (
+                status is not TaskExecutionStatus.SUCCESS
+                and retries < protocol.max_retries
+                and is_infrastructure_failure(status, outcome.error)
+            ):
+                retries += 1
+                again, delay = "max_retries", self.policy.delay(retries)
+            else:
+                return outcome, attempt
+            events.task_retry(
+                task_id=unit.task.id,
+                repeat_idx=unit.repeat_idx,
+                attempt=attempt,
+                status=status.value,
+                reason=again,
+                delay_s=delay,
+            )
+            if delay:
+                await anyio.sleep(delay)
 
     async def _attempt(
         self, unit: Unit, timeout_s: float | None, attempt: int, usage: UsageCounter
     ) -> _Outcome:
-        """One attempt under the repetition's timeout; never raises except for cancellation."""
-        bench, task = self.bench, unit.task
-        registry = bench.registry
+        """One attempt under the repetition's timeout; never raises except for cancellation.
+
+        Its worker threads reach the loop through a bridge closed when the attempt ends, so an
+        abandoned thread's calls are cancelled then and refused afterwards.
+        """
+        task = unit.task
+        registry = self.bench.registry
         context = TaskContext(
             task=task, repeat_idx=unit.repeat_idx, timeout_s=timeout_s, attempt=attempt
         )
-        phase = "setup"
-        traces: Mapping[str, Any] | None = None
-        eval_results: list[Any] | None = None
-        error: BaseException | None = None
-        started = time.monotonic()
-        with (
-            task_context(context),
-            registry.scope(),
-            track_usage(usage),
-        ):
+        state = _AttemptState()
+        bridge = self._bridge(unit, timeout_s)
+        with task_context(context), registry.scope(), track_usage(usage), _bridged(bridge):
             deadline = anyio.fail_after(timeout_s) if timeout_s is not None else _NO_DEADLINE
             scope: anyio.CancelScope | None = None
             try:
                 with deadline as scope:
-                    data = unit.agent_data
-                    environment = await call_maybe_async(bench.setup_environment, data, task)
-                    user = await call_maybe_async(bench.setup_user, data, environment, task)
-                    agents = await call_maybe_async(
-                        bench.setup_agents, data, environment, task, user
-                    )
-                    agents_to_run, agents_by_name = _split_agents(agents)
-                    evaluators = await call_maybe_async(
-                        bench.setup_evaluators, environment, task, agents_by_name, user
-                    )
-                    _auto_register(registry, environment, user, agents_by_name)
-                    phase = "execution"
-                    answer = await call_maybe_async(
-                        bench.execution_loop, agents_to_run, task, environment, user
-                    )
-                    phase = "evaluation"
-                    traces = registry.collect_traces()
-                    eval_results = await call_maybe_async(
-                        bench.evaluate, evaluators, agents_by_name, answer, traces
-                    )
+                    await self._hooks(unit, state)
             except TimeoutError as exc:
                 if scope is None or timeout_s is None or not scope.cancel_called:
-                    # the code's own TimeoutError, not our deadline
-                    error = exc
+                    state.error = exc  # the code's own TimeoutError, not our deadline
                 else:
-                    error = TaskTimeoutError(
-                        f"task {task.id} ran past its {timeout_s:g} s timeout during {phase}",
-                        elapsed_s=time.monotonic() - started,
+                    state.error = TaskTimeoutError(
+                        f"task {task.id} ran past its {timeout_s:g} s timeout during {state.phase}",
+                        elapsed_s=time.monotonic() - state.started,
                         timeout_s=timeout_s,
                     )
             except Exception as exc:
-                error = exc
+                state.error = exc
             except BaseException as exc:
                 if not _is_stray_cancellation(exc):
                     raise  # the run itself is being cancelled, or the process is exiting
-                error = exc  # e.g. awaiting a task the code cancelled itself: its error, not ours
-            if traces is None:
-                traces = registry.collect_traces()  # whatever was gathered so far
-            config = registry.collect_configs()
-            if error is not None:
-                status = status_for(error, phase)
-                info: Mapping[str, Any] | None = error_entry(
-                    error, elapsed_s=time.monotonic() - started, timeout_s=timeout_s
-                )
-            elif context.evaluation_errors:
-                status = TaskExecutionStatus.EVALUATION_FAILED
-                info = context.evaluation_errors[0]["error"]
-            else:
-                status, info = TaskExecutionStatus.SUCCESS, None
-            reason = context.termination_reason
-            if reason is None and phase != "setup" and status in _LOOP_ENDED:
-                reason = TerminationReason.UNKNOWN
-        return _Outcome(status, reason, eval_results, error, info, traces, config)
+                state.error = exc  # e.g. awaiting a task the code cancelled itself: its error
+            finally:
+                if bridge is not None:
+                    bridge.close(timed_out=isinstance(state.error, TaskTimeoutError))
+            return _outcome(state, context, registry, timeout_s)
+
+    def _bridge(self, unit: Unit, timeout_s: float | None) -> Bridge | None:
+        if self.portal is None:
+            return None
+        return Bridge(self.portal, unit.task.id, unit.repeat_idx, timeout_s)
+
+    async def _hooks(self, unit: Unit, state: _AttemptState) -> None:
+        """The benchmark's hooks in order, recording the phase reached and what they gave."""
+        bench, task, data = self.bench, unit.task, unit.agent_data
+        environment = await call_maybe_async(bench.setup_environment, data, task)
+        user = await call_maybe_async(bench.setup_user, data, environment, task)
+        agents = await call_maybe_async(bench.setup_agents, data, environment, task, user)
+        agents_to_run, agents_by_name = _split_agents(agents)
+        evaluators = await call_maybe_async(
+            bench.setup_evaluators, environment, task, agents_by_name, user
+        )
+        _auto_register(bench.registry, environment, user, agents_by_name)
+        state.phase = "execution"
+        answer = await call_maybe_async(
+            bench.execution_loop, agents_to_run, task, environment, user
+        )
+        state.phase = "evaluation"
+        state.traces = bench.registry.collect_traces()
+        state.eval_results = await call_maybe_async(
+            bench.evaluate, evaluators, agents_by_name, answer, state.traces
+        )
+
+
+class _AttemptState:
+    """What one attempt reached: its phase, traces, evaluation results and error."""
+
+    __slots__ = ("error", "eval_results", "phase", "started", "traces")
+
+    def __init__(self) -> None:
+        self.phase = "setup"
+        self.traces: Mapping[str, Any] | None = None
+        self.eval_results: list[Any] | None = None
+        self.error: BaseException | None = None
+        self.started = time.monotonic()
+
+
+def _outcome(
+    state: _AttemptState, context: TaskContext, registry: Any, timeout_s: float | None
+) -> _Outcome:
+    """The attempt's status and report parts from what it reached."""
+    traces = state.traces if state.traces is not None else registry.collect_traces()
+    config = registry.collect_configs()
+    error = state.error
+    info: Mapping[str, Any] | None
+    if error is not None:
+        status = status_for(error, state.phase)
+        info = error_entry(error, elapsed_s=time.monotonic() - state.started, timeout_s=timeout_s)
+    elif context.evaluation_errors:
+        status = TaskExecutionStatus.EVALUATION_FAILED
+        info = context.evaluation_errors[0]["error"]
+    else:
+        status, info = TaskExecutionStatus.SUCCESS, None
+    reason = context.termination_reason
+    if reason is None and state.phase != "setup" and status in _LOOP_ENDED:
+        reason = TerminationReason.UNKNOWN
+    return _Outcome(status, reason, state.eval_results, error, info, traces, config)
+
+
+def _bridged(bridge: Bridge | None) -> AbstractContextManager[Any]:
+    return bridge_scope(bridge) if bridge is not None else _NO_DEADLINE
 
 
 def _is_stray_cancellation(error: BaseException) -> bool:

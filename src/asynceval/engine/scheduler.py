@@ -22,19 +22,18 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
+from anyio.from_thread import BlockingPortal
 
 from .. import __version__, events
-from ..config import Settings
 from ..errors import ConfigError, TaskSpecError
-from ..limits import ConcurrencyController, RetryPolicy
-from ..limits.controller import install_default_controller
-from .benchmark import _threads
+from ..limits import ConcurrencyController
+from ..runtime import Runtime
 from .callbacks import CallbackRunner
 from .queues import SequentialQueue, TaskQueue
 from .repetition import Repetitions, Unit
 from .results import ResultsFile, successful_reports
 from .task import Task, as_task
-from .threads import ThreadRunner
+from .threads import ThreadRunner, threads_scope
 
 if TYPE_CHECKING:
     from .benchmark import Benchmark
@@ -64,7 +63,8 @@ class Run:
         collect: bool,
     ) -> None:
         self.bench = benchmark
-        self.settings = benchmark.settings if benchmark.settings is not None else Settings()
+        self.runtime = _runtime_for(benchmark)
+        self.settings = self.runtime.settings
         self.max_tasks = benchmark.max_concurrent_tasks or self.settings.max_concurrent_tasks
         self.n_tasks = len(tasks) if hasattr(tasks, "__len__") else None  # type: ignore[arg-type]
         tasks, self._agent_data_for = _agent_data_resolver(tasks, agent_data)
@@ -76,9 +76,7 @@ class Run:
         self.collect = collect
         self.reports: list[dict[str, Any]] = []
         self.counts: Counter[str] = Counter()
-        self.repetitions = Repetitions(
-            benchmark, self.settings, RetryPolicy.from_settings(self.settings)
-        )
+        self.repetitions = Repetitions(benchmark, self.settings, self.runtime.retry_policy)
         self.callbacks = CallbackRunner(benchmark.callbacks)
         self.threads = ThreadRunner(self.max_tasks)
         self._done: set[tuple[str, int]] = set()
@@ -91,14 +89,26 @@ class Run:
         self._results: ResultsFile | None = None
 
     async def execute(self) -> list[dict[str, Any]]:
-        settings = self.settings
-        events.ensure_logging(settings)
-        controller = install_default_controller(self.bench.controller, settings)
-        threads_token = _threads.set(self.threads)
+        """Run to the end with the runtime bound, a portal for sync code and the run's threads;
+        the connection pools the run opened are closed at its end."""
+        runtime = self.runtime
+        events.ensure_logging(self.settings)
+        token = runtime.bind()
+        error: Exception | None = None
         try:
-            return await self._execute(controller)
+            async with runtime.pools.run_scope(), BlockingPortal() as portal:
+                self.repetitions.portal = portal
+                try:
+                    with threads_scope(self.threads):
+                        return await self._execute(runtime.limiter)
+                except Exception as exc:  # raised as it is, not in the portal's exception group
+                    error = exc
+                finally:
+                    await portal.stop(cancel_remaining=True)  # calls of abandoned threads
         finally:
-            _threads.reset(threads_token)
+            runtime.unbind(token)
+        assert error is not None  # the block either returned or caught it
+        raise error
 
     async def _execute(self, controller: ConcurrencyController) -> list[dict[str, Any]]:
         settings = self.settings
@@ -132,7 +142,7 @@ class Run:
                 interrupted=interrupted,
                 written=self._results.written if self._results is not None else None,
                 skipped_as_done=len(self._done),
-                threads_still_running=self.threads.busy(),
+                threads_still_running=self.threads.abandoned(),
             )
         await self.callbacks.fire("on_run_end", self.bench, self.reports)
         return self.reports
@@ -233,6 +243,19 @@ class Run:
                 await self.callbacks.fire("on_task_end", self.bench, task, state.reports)
         finally:
             slots.release()
+
+
+def _runtime_for(bench: Benchmark) -> Runtime:
+    """The runtime a run goes through: the benchmark's, else one of its own when it was given
+    settings, else the current one; a benchmark's own controller replaces the limiter."""
+    runtime = bench.runtime
+    if runtime is None:
+        if bench.settings is not None:
+            return Runtime(bench.settings, limiter=bench.controller)
+        runtime = Runtime.current()
+    if bench.controller is not None and bench.controller is not runtime.limiter:
+        return Runtime(runtime.settings, limiter=bench.controller, rate=runtime.rate)
+    return runtime
 
 
 def _agent_data_resolver(

@@ -1,27 +1,35 @@
-"""Sync user code in worker threads, bounded by the engine's own thread limiter.
+"""Where sync code runs: the one place that decides it, for hooks, agents and tools alike.
 
-A thread cannot be killed: when a repetition times out, the engine stops waiting for it
-(`abandon_on_cancel`), and the thread runs on until it returns. Unlike anyio's own accounting,
-such an abandoned thread keeps its place in the limiter until it really ends, so timed-out sync code
-can never pile up more threads than the limit. Sync code can stop early at checkpoints with
-`current_context().check_timeout()`.
+Inside a run, sync code runs in the run's own daemon worker threads, at most `limit` at once. A
+thread cannot be killed: when its repetition times out, the engine stops waiting for it and the
+thread runs on until it returns, still counted against the limit (so timed-out sync code never
+piles up more threads than the limit), and its calls back into the loop are refused
+(`asynceval.runtime.Bridge`). The threads are daemon threads, so a thread that never returns
+does not keep the process alive after the run. Sync code that dispatches more sync code (a sync
+tool run by a sync agent) runs on its caller's token: no deadlock at any task count.
+
+Outside a run, `call_maybe_async` runs sync callables inline and `run_in_thread` uses anyio's
+default thread pool.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import math
+import contextvars
+import inspect
+import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import anyio
-import anyio.from_thread
 import anyio.to_thread
 
 T = TypeVar("T")
+
+_IDLE_S = 10.0  # an idle worker thread ends after this long
 
 
 class _Ticket:
@@ -55,64 +63,168 @@ class _Ticket:
             return True
 
 
+class _Workers:
+    """Daemon threads that take jobs in turn; an idle one ends after `_IDLE_S`."""
+
+    def __init__(self) -> None:
+        self._idle: list[queue.SimpleQueue[Callable[[], None]]] = []
+        self._lock = threading.Lock()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        with self._lock:
+            jobs = self._idle.pop() if self._idle else None
+        if jobs is None:
+            jobs = queue.SimpleQueue()
+            threading.Thread(
+                target=self._work, args=(jobs,), name="asynceval worker", daemon=True
+            ).start()
+        jobs.put(job)
+
+    def _work(self, jobs: queue.SimpleQueue[Callable[[], None]]) -> None:
+        while True:
+            try:
+                job = jobs.get(timeout=_IDLE_S)
+            except queue.Empty:
+                with self._lock:
+                    if jobs in self._idle:  # else a job is on its way: take it
+                        self._idle.remove(jobs)
+                        return
+                continue
+            job()
+            with self._lock:
+                self._idle.append(jobs)
+
+
+_in_worker: ContextVar[bool] = ContextVar("asynceval_in_worker", default=False)
+
+
 class ThreadRunner:
-    """Runs sync callables in worker threads, at most `limit` at once, abandoned ones included."""
+    """Runs sync callables in daemon worker threads, at most `limit` at once, abandoned ones
+    included; nested dispatch from one of its threads runs on the caller's token."""
 
     def __init__(self, limit: int) -> None:
         if limit < 1:
             raise ValueError(f"thread limit must be >= 1, got {limit}")
         self.limiter = anyio.CapacityLimiter(limit)
-        # The engine's limiter does the bounding; anyio's pool must not add its default of 40.
-        self._pool = anyio.CapacityLimiter(math.inf)
+        self._workers = _Workers()
+        self._abandoned = 0
+        self._lock = threading.Lock()
 
     async def run(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """`func(*args, **kwargs)` in a worker thread; cancelling the caller abandons the thread."""
+        nested = _in_worker.get()
         ticket = _Ticket()
-        limiter = self.limiter
-        await limiter.acquire_on_behalf_of(ticket)
-        call = functools.partial(func, *args, **kwargs)
-        give_back = _hand_back(limiter, ticket)
+        if not nested:
+            await self.limiter.acquire_on_behalf_of(ticket)
+        loop = asyncio.get_running_loop()
+        done = anyio.Event()
+        outcome: list[tuple[bool, Any]] = []
+        context = contextvars.copy_context()
 
-        def in_thread() -> T:
+        def job() -> None:
             if not ticket.start():
-                raise anyio.get_cancelled_exc_class()()  # the caller gave up before we began
+                return  # the caller gave up before the thread began
             try:
-                return call()
-            finally:
-                if ticket.finish():
-                    give_back()
+                outcome.append((True, context.run(_in_thread, func, args, kwargs)))
+            except BaseException as exc:  # handed to the caller, who re-raises it
+                outcome.append((False, exc))
+            abandoned = ticket.finish()
+            with contextlib.suppress(RuntimeError):  # the loop has ended: nothing to tell
+                loop.call_soon_threadsafe(done.set)
+                if abandoned:
+                    loop.call_soon_threadsafe(self._returned, ticket, nested)
 
+        self._workers.submit(job)
         try:
-            return await anyio.to_thread.run_sync(
-                in_thread, abandon_on_cancel=True, limiter=self._pool
-            )
+            await done.wait()
         finally:
             if ticket.leave():
-                limiter.release_on_behalf_of(ticket)
+                if not nested:
+                    self.limiter.release_on_behalf_of(ticket)
+            else:
+                with self._lock:
+                    self._abandoned += 1
+        ok, value = outcome[0]
+        if ok:
+            return value  # type: ignore[no-any-return]
+        raise value
+
+    def _returned(self, ticket: _Ticket, nested: bool) -> None:
+        """An abandoned thread has returned (on the loop thread): its token is free again."""
+        with self._lock:
+            self._abandoned -= 1
+        if not nested:
+            self.limiter.release_on_behalf_of(ticket)
 
     def busy(self) -> int:
         """Threads counted against the limit now, abandoned ones included."""
         return int(self.limiter.borrowed_tokens)
 
+    def abandoned(self) -> int:
+        """Threads whose repetition stopped waiting for them and that have not returned yet."""
+        with self._lock:
+            return self._abandoned
 
-def _hand_back(limiter: anyio.CapacityLimiter, ticket: _Ticket) -> Callable[[], None]:
-    """How an abandoned thread gives its token back, without ever waiting for the event loop.
 
-    On asyncio the release is posted to the loop (`call_soon_threadsafe`): a thread that ends after
-    the loop stopped must not block the interpreter's exit waiting for it. Elsewhere it falls back
-    to `anyio.from_thread.run_sync`.
-    """
+def _in_thread(func: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+    _in_worker.set(True)  # in this thread's copy of the context: nested dispatch shares the token
+    return func(*args, **kwargs)
+
+
+_threads: ContextVar[ThreadRunner | None] = ContextVar("asynceval_threads", default=None)
+
+
+def engine_threads() -> ThreadRunner | None:
+    """The thread runner of the engine run this code is in, or None outside a run."""
+    return _threads.get()
+
+
+@contextlib.contextmanager
+def threads_scope(runner: ThreadRunner) -> Iterator[ThreadRunner]:
+    """Make `runner` the one sync code started in this context runs on."""
+    token = _threads.set(runner)
     try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        loop = None
+        yield runner
+    finally:
+        _threads.reset(token)
 
-    def give_back() -> None:
-        # RuntimeError: the event loop has ended, nothing left to account for.
-        with contextlib.suppress(RuntimeError):
-            if loop is not None:
-                loop.call_soon_threadsafe(limiter.release_on_behalf_of, ticket)
-            else:
-                anyio.from_thread.run_sync(limiter.release_on_behalf_of, ticket)
 
-    return give_back
+_async_methods: dict[Any, bool] = {}
+
+
+def is_async(func: Callable[..., Any]) -> bool:
+    """Whether calling `func` gives a coroutine (a coroutine function or an async __call__);
+    cached for methods (asked per repetition)."""
+    key = getattr(func, "__func__", None)
+    if key is not None and key in _async_methods:
+        return _async_methods[key]
+    answer = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
+        getattr(func, "__call__", None)  # noqa: B004 (an object with an async __call__)
+    )
+    if key is not None:
+        _async_methods[key] = answer
+    return answer
+
+
+async def call_maybe_async(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Await `func(...)` if it is async; otherwise run it in one of the run's worker threads
+    (inline outside a run). An awaitable returned by sync code is awaited too."""
+    if is_async(func):
+        return await func(*args, **kwargs)
+    runner = _threads.get()
+    if runner is None:
+        result = func(*args, **kwargs)
+    else:
+        result = await runner.run(func, *args, **kwargs)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+async def run_in_thread(func: Callable[[], T]) -> T:
+    """Run blocking `func` in a worker thread: the run's (on the caller's token when nested),
+    or anyio's default pool outside a run."""
+    runner = _threads.get()
+    if runner is not None:
+        return await runner.run(func)
+    return await anyio.to_thread.run_sync(func)

@@ -1,7 +1,11 @@
-"""Pure async primitives that bound LLM calls: concurrency slots, rate buckets, retry policy."""
+"""Pure async primitives that bound LLM calls: concurrency slots, rate buckets, retry policy.
 
-from .controller import ConcurrencyController, ControllerStatistics, Slot, default_controller
-from .rate import RateLimiter, Reservation, default_rate_limiter
+Each is thread-safe and serves every event loop of a process; the process's `Runtime` owns the
+ones its models share.
+"""
+
+from .controller import ConcurrencyController, ControllerStatistics, Slot
+from .rate import RateLimiter, Reservation
 from .retry import RetryPolicy, is_retryable
 
 __all__ = [
@@ -11,7 +15,5 @@ __all__ = [
     "Reservation",
     "RetryPolicy",
     "Slot",
-    "default_controller",
-    "default_rate_limiter",
     "is_retryable",
 ]

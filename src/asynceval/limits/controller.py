@@ -16,16 +16,17 @@ anyio's CapacityLimiter is FIFO but cannot skip a paused endpoint's waiters, hen
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
 from dataclasses import dataclass
 from types import TracebackType
 
 import anyio
 import anyio.lowlevel
-from anyio.lowlevel import RunVar
 
 from .. import events
 from ..config import Settings
-from ..errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -50,9 +51,13 @@ class _Pause:
 
 
 class _Waiter:
-    """A caller in line. `event` is set to grant it a slot, or to make it look at a new pause."""
+    """A caller in line. `event` is set to grant it a slot, or to make it look at a new pause.
 
-    __slots__ = ("endpoint", "event", "granted", "queued_at", "timed")
+    `wake` sets the event from whichever thread grants: directly on the waiter's own loop thread,
+    through `call_soon_threadsafe` from any other thread (another event loop's caller releasing).
+    """
+
+    __slots__ = ("endpoint", "event", "granted", "loop", "queued_at", "thread", "timed")
 
     def __init__(self, endpoint: str | None, queued_at: float) -> None:
         self.endpoint = endpoint
@@ -60,6 +65,19 @@ class _Waiter:
         self.event = anyio.Event()
         self.granted = False
         self.timed = False  # asleep until a pause ends, so it wakes by itself
+        self.thread = threading.get_ident()
+        self.loop = asyncio.get_running_loop()
+
+    def wake(self) -> bool:
+        """Set the event from any thread; False when the waiter's loop has closed."""
+        if threading.get_ident() == self.thread:
+            self.event.set()
+            return True
+        try:
+            self.loop.call_soon_threadsafe(self.event.set)
+        except RuntimeError:  # that loop is closed: nobody will ever take this grant
+            return False
+        return True
 
 
 class ConcurrencyController:
@@ -68,6 +86,10 @@ class ConcurrencyController:
     `async with controller.slot(agent=..., dimension=...)` waits for a slot, holds it for the block
     and frees it on exit, cancellation included. `pause(endpoint, seconds)` stops new grants for one
     endpoint (a 429's Retry-After); nobody holds a slot while waiting for a pause to end.
+
+    One controller serves every thread and event loop of a process (the `Runtime` owns it): its
+    state is guarded by a lock held only for bookkeeping, never across an await, and FIFO order
+    holds across loops. Times are `time.monotonic()`, the clock every asyncio loop shares.
     """
 
     def __init__(self, limit: int) -> None:
@@ -81,6 +103,7 @@ class ConcurrencyController:
         self._max_active = 0
         self._granted = 0
         self._pauses: dict[str, _Pause] = {}
+        self._lock = threading.Lock()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ConcurrencyController:
@@ -92,13 +115,14 @@ class ConcurrencyController:
         return self._limit
 
     def statistics(self) -> ControllerStatistics:
-        return ControllerStatistics(
-            limit=self._limit,
-            active=self._active,
-            waiting=len(self._waiters),
-            max_active=self._max_active,
-            granted=self._granted,
-        )
+        with self._lock:
+            return ControllerStatistics(
+                limit=self._limit,
+                active=self._active,
+                waiting=len(self._waiters),
+                max_active=self._max_active,
+                granted=self._granted,
+            )
 
     def slot(
         self,
@@ -113,21 +137,25 @@ class ConcurrencyController:
 
     def pause(self, endpoint: str, seconds: float) -> None:
         """Grant no slot for `endpoint` for `seconds` from now; overlapping pauses merge into one."""
-        now = anyio.current_time()
-        self._pause_state(endpoint, now)
-        pause = self._pauses.setdefault(endpoint, _Pause())
-        pause.until = max(pause.until, now + max(0.0, seconds))
-        for waiter in self._waiters:
-            if waiter.endpoint == endpoint and not waiter.timed:
-                waiter.event.set()  # not a grant: it wakes, sees the pause, sleeps it out
+        now = time.monotonic()
+        with self._lock:
+            self._pause_state(endpoint, now)
+            pause = self._pauses.setdefault(endpoint, _Pause())
+            pause.until = max(pause.until, now + max(0.0, seconds))
+            to_wake = [
+                w for w in self._waiters if w.endpoint == endpoint and not w.timed
+            ]  # not grants: they wake, see the pause, sleep it out
+        for waiter in to_wake:
+            waiter.wake()
 
     def cooldown_remaining(self, endpoint: str | None) -> float:
         """Seconds left in `endpoint`'s pause, 0.0 when there is none."""
         if endpoint is None or endpoint not in self._pauses:
             return 0.0
-        now = anyio.current_time()
-        pause = self._pause_state(endpoint, now)
-        return max(0.0, pause.until - now) if pause is not None else 0.0
+        now = time.monotonic()
+        with self._lock:
+            pause = self._pause_state(endpoint, now)
+            return max(0.0, pause.until - now) if pause is not None else 0.0
 
     def _pause_state(self, endpoint: str, now: float) -> _Pause | None:
         pause = self._pauses.get(endpoint)
@@ -145,12 +173,13 @@ class ConcurrencyController:
             return 0.0  # no pause, or this waiter already sat through the previous one
         return pause.until - now
 
-    def _dispatch(self) -> None:
-        """Grant free slots to the earliest waiters whose endpoint is not paused."""
+    def _dispatch(self) -> list[_Waiter]:
+        """Grant free slots to the earliest waiters whose endpoint is not paused (lock held);
+        returns them, to be woken once the lock is released."""
         free = self._limit - self._active
         if free <= 0 or not self._waiters:
-            return
-        now = anyio.current_time() if self._pauses else 0.0
+            return []
+        now = time.monotonic() if self._pauses else 0.0
         chosen: list[_Waiter] = []
         for waiter in self._waiters:
             if self._pauses and self._hold(waiter.endpoint, waiter.queued_at, now) > 0:
@@ -162,7 +191,17 @@ class ConcurrencyController:
             del self._waiters[waiter]
             self._take()
             waiter.granted = True
-            waiter.event.set()
+        return chosen
+
+    def _wake(self, chosen: list[_Waiter]) -> None:
+        """Wake granted waiters; a grant to a waiter whose loop has closed is given back."""
+        for waiter in chosen:
+            if not waiter.wake():
+                with self._lock:
+                    self._granted -= 1
+                    self._active -= 1
+                    more = self._dispatch()
+                self._wake(more)
 
     def _take(self) -> None:
         self._active += 1
@@ -170,43 +209,73 @@ class ConcurrencyController:
         if self._active > self._max_active:
             self._max_active = self._active
 
-    def _give_back(self) -> None:
-        self._active -= 1
-        self._dispatch()
+    def _give_back(self) -> int:
+        """Free one slot and hand it on; returns the slots in use after the release."""
+        with self._lock:
+            self._active -= 1
+            active = self._active
+            chosen = self._dispatch()
+        if chosen:
+            self._wake(chosen)
+        return active
+
+    def _try_take(self, endpoint: str | None, now: float) -> _Waiter | None:
+        """Take a slot at once if nobody waits and none is paused; else join the line."""
+        with self._lock:
+            if (
+                not self._waiters
+                and self._active < self._limit
+                and not self._hold(endpoint, now, now)
+            ):
+                self._take()
+                return None
+            waiter = _Waiter(endpoint, now)
+            self._waiters[waiter] = None
+            return waiter
 
     async def _acquire(self, endpoint: str | None) -> None:
         """Wait for a slot in FIFO order; on any exit without one, leave nothing behind."""
         await anyio.lowlevel.checkpoint_if_cancelled()
-        now = anyio.current_time()
-        if not self._waiters and self._active < self._limit and not self._hold(endpoint, now, now):
-            self._take()
+        waiter = self._try_take(endpoint, time.monotonic())
+        if waiter is None:
             return
-        waiter = _Waiter(endpoint, now)
-        self._waiters[waiter] = None
         try:
-            while True:
-                hold = self._hold(endpoint, waiter.queued_at, anyio.current_time())
+            await self._wait_for_grant(waiter, endpoint)
+        except BaseException:
+            with self._lock:
+                granted = waiter.granted
+                if granted:
+                    self._granted -= 1  # handed over but never used: not a grant after all
+                else:
+                    self._waiters.pop(waiter, None)
+            if granted:
+                self._give_back()  # granted, then cancelled before it could resume
+            raise
+
+    async def _wait_for_grant(self, waiter: _Waiter, endpoint: str | None) -> None:
+        while True:
+            with self._lock:
+                now = time.monotonic()
+                hold = 0.0 if waiter.granted else self._hold(endpoint, waiter.queued_at, now)
                 if hold > 0:
                     waiter.timed = True
-                    with anyio.move_on_after(hold):
-                        await waiter.event.wait()
-                    waiter.timed = False
-                    if not waiter.granted:
-                        self._dispatch()  # the pause is over: hand out what is free
+                    chosen: list[_Waiter] = []
                 else:
-                    self._dispatch()
-                    if not waiter.granted:
-                        await waiter.event.wait()
+                    chosen = self._dispatch()
+            self._wake(chosen)
+            if hold > 0:
+                with anyio.move_on_after(hold):
+                    await waiter.event.wait()
+                with self._lock:
+                    waiter.timed = False
+                    chosen = [] if waiter.granted else self._dispatch()  # pause over: hand out
+                self._wake(chosen)
+            elif not waiter.granted:
+                await waiter.event.wait()
+            with self._lock:  # a grant from another thread lands on the new event, not lost
                 if waiter.granted:
                     return
                 waiter.event = anyio.Event()  # woken to look at a pause, not granted
-        except BaseException:
-            if waiter.granted:
-                self._granted -= 1  # handed over but never used: not a grant after all
-                self._give_back()  # granted, then cancelled before it could resume
-            else:
-                self._waiters.pop(waiter, None)
-            raise
 
 
 class Slot:
@@ -274,53 +343,11 @@ class Slot:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        c = self._controller
-        c._give_back()
+        active = self._controller._give_back()
         events.released(
             agent=self.agent,
             dimension=self.dimension,
             call_id=self.call_id,
-            active_slots=c._active,
+            active_slots=active,
             held_s=anyio.current_time() - self._acquired_at,
         )
-
-
-_default_controller: RunVar[ConcurrencyController] = RunVar("asynceval_default_controller")
-
-
-def install_default_controller(
-    controller: ConcurrencyController | None, settings: Settings
-) -> ConcurrencyController:
-    """Make `controller` this run's default (the one models without their own use).
-
-    With None, the run's existing default (or one built from `settings`) is kept. Installing a
-    different controller once models in this run already use another is a ConfigError: two
-    funnels would break the global limit.
-    """
-    if controller is None:
-        return default_controller(settings)
-    try:
-        current = _default_controller.get()
-    except LookupError:
-        _default_controller.set(controller)
-        return controller
-    if current is not controller:
-        raise ConfigError(
-            "this event loop run already has a different default ConcurrencyController; "
-            "pass the same controller to every Benchmark and model in one run"
-        )
-    return controller
-
-
-def default_controller(settings: Settings | None = None) -> ConcurrencyController:
-    """The controller every model shares unless given its own: one per event loop run.
-
-    The first call in a run builds it from `settings` (or `Settings()`); later calls return the same
-    one whatever they pass, so the limit stays fixed for the run. Must be called inside a running loop.
-    """
-    try:
-        return _default_controller.get()
-    except LookupError:
-        controller = ConcurrencyController.from_settings(settings or Settings())
-        _default_controller.set(controller)
-        return controller

@@ -8,7 +8,6 @@ at once. The policy knows nothing of HTTP or slots: the caller sleeps outside an
 
 from __future__ import annotations
 
-import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -79,10 +78,12 @@ class RetryPolicy:
         )
 
     def delay(self, attempt: int) -> float:
-        """The delay after failed attempt `attempt` (1-based), the same formula as `wait()`:
-        for retries outside a tenacity loop (the engine re-running a repetition)."""
-        backoff = self.initial_delay * 2.0 ** (attempt - 1) + random.uniform(0, self.jitter)
-        return float(min(backoff, self.max_delay))
+        """The delay after failed attempt `attempt` (1-based), from the same tenacity strategy
+        the call path uses: for retries outside a tenacity loop (the engine re-running a
+        repetition)."""
+        state = RetryCallState(retry_object=None, fn=None, args=(), kwargs={})  # type: ignore[arg-type]
+        state.attempt_number = attempt
+        return float(self.wait()(state))
 
     def wait(self) -> wait_backoff_or_retry_after:
         """The tenacity wait strategy implementing the delay formula."""

@@ -19,13 +19,55 @@ from .. import events
 from ..errors import AttemptTimeout, LLMCallFailed, ProviderError, RateLimited
 from ..limits import ConcurrencyController, RateLimiter, RetryPolicy
 from .types import Completion
-from .usage import current_usage
+from .usage import UsageCounter, current_usage
 
 Attempt = Callable[[], Awaitable[Completion]]
 
 
+class _Call:
+    """One call's identity and counters, shared by its attempts."""
+
+    __slots__ = ("agent", "attempts", "call_id", "dimension", "started", "usage")
+
+    def __init__(
+        self,
+        agent: str | None,
+        dimension: str | None,
+        call_id: str,
+        started: float,
+        usage: UsageCounter | None,
+    ) -> None:
+        self.agent = agent
+        self.dimension = dimension
+        self.call_id = call_id
+        self.started = started
+        self.usage = usage
+        self.attempts = 1
+
+    def on_retry(self, state: RetryCallState) -> None:
+        """tenacity's before_sleep: count the retry and write its event."""
+        error = state.outcome.exception() if state.outcome is not None else None
+        if self.usage is not None:
+            self.usage.retries += 1
+        events.retry(
+            agent=self.agent,
+            dimension=self.dimension,
+            call_id=self.call_id,
+            attempt=state.attempt_number,
+            status_code=getattr(error, "status_code", None),
+            delay_s=state.upcoming_sleep,
+            error=str(error),
+        )
+
+
 class Gateway:
-    """Runs provider attempts through the rate limiter, the controller and the retry policy."""
+    """Runs provider attempts through the rate limiter, the controller and the retry policy.
+
+    Cheap to build (a few fields): a model builds one per call from its runtime's shared limiter,
+    buckets and policy, so nothing in it belongs to one event loop.
+    """
+
+    __slots__ = ("call_timeout", "controller", "endpoint", "rate_limiter", "retry_policy")
 
     def __init__(
         self,
@@ -56,88 +98,73 @@ class Gateway:
 
         `agent` and `dimension` default to the values bound with `events.bind_context`.
         """
-        if agent is None:
-            agent = events.context_value("agent")
-        if dimension is None:
-            dimension = events.context_value("dimension")
-        call_id = uuid.uuid4().hex[:16]
-        started = anyio.current_time()
-        usage = current_usage()
-
-        def on_retry(state: RetryCallState) -> None:
-            error = state.outcome.exception() if state.outcome is not None else None
-            if usage is not None:
-                usage.retries += 1
-            events.retry(
-                agent=agent,
-                dimension=dimension,
-                call_id=call_id,
-                attempt=state.attempt_number,
-                status_code=getattr(error, "status_code", None),
-                delay_s=state.upcoming_sleep,
-                error=str(error),
-            )
-
-        # The first attempt runs outside tenacity: most calls succeed at once and need none of
-        # its machinery. A retryable failure is handed to tenacity as attempt 1's outcome, so its
-        # stop, wait and before_sleep see exactly what happened.
-        attempts = 1
-        first_failure: list[ProviderError] = []
+        call = _Call(
+            agent if agent is not None else events.context_value("agent"),
+            dimension if dimension is not None else events.context_value("dimension"),
+            uuid.uuid4().hex[:16],
+            anyio.current_time(),
+            current_usage(),
+        )
         try:
-            try:
-                completion = await self._attempt(
-                    attempt, agent, dimension, call_id, estimated_tokens
-                )
-            except ProviderError as exc:
-                if not exc.retryable:
-                    raise
-                first_failure.append(exc)
-            if first_failure:
-                async for state in self.retry_policy.retrying(before_sleep=on_retry):
-                    with state:
-                        if first_failure:
-                            raise first_failure.pop()
-                        attempts += 1
-                        completion = await self._attempt(
-                            attempt, agent, dimension, call_id, estimated_tokens
-                        )
+            completion = await self._attempts(call, attempt, estimated_tokens)
         except ProviderError as exc:
-            elapsed = anyio.current_time() - started
-            if usage is not None:
-                usage.llm_calls += 1
-                usage.failed_calls += 1
-            events.llm_call_failed(
-                agent=agent,
-                dimension=dimension,
-                call_id=call_id,
-                status_code=exc.status_code,
-                attempts=attempts,
-                elapsed_s=elapsed,
-                error=str(exc),
-            )
-            raise LLMCallFailed(
-                agent=agent,
-                dimension=dimension,
-                status_code=exc.status_code,
-                attempts=attempts,
-                elapsed_s=elapsed,
-                message=exc.message,
-                retryable=exc.retryable,
-            ) from exc
-        if usage is not None:
-            usage.llm_calls += 1
-            usage.prompt_tokens += completion.usage.prompt_tokens
-            usage.completion_tokens += completion.usage.completion_tokens
+            raise self._failed(call, exc) from exc
+        if call.usage is not None:
+            call.usage.llm_calls += 1
+            call.usage.prompt_tokens += completion.usage.prompt_tokens
+            call.usage.completion_tokens += completion.usage.completion_tokens
         return completion
+
+    async def _attempts(self, call: _Call, attempt: Attempt, estimated_tokens: int) -> Completion:
+        """The first attempt outside tenacity (most calls succeed at once and need none of its
+        machinery); a retryable failure is handed to tenacity as attempt 1's outcome, so its
+        stop, wait and before_sleep see exactly what happened."""
+        try:
+            return await self._attempt(attempt, call, estimated_tokens)
+        except ProviderError as exc:
+            if not exc.retryable:
+                raise
+            first: ProviderError | None = exc
+        async for state in self.retry_policy.retrying(before_sleep=call.on_retry):
+            with state:
+                if first is not None:
+                    failure, first = first, None
+                    raise failure
+                call.attempts += 1
+                completion = await self._attempt(attempt, call, estimated_tokens)
+        return completion
+
+    def _failed(self, call: _Call, exc: ProviderError) -> LLMCallFailed:
+        elapsed = anyio.current_time() - call.started
+        if call.usage is not None:
+            call.usage.llm_calls += 1
+            call.usage.failed_calls += 1
+        events.llm_call_failed(
+            agent=call.agent,
+            dimension=call.dimension,
+            call_id=call.call_id,
+            status_code=exc.status_code,
+            attempts=call.attempts,
+            elapsed_s=elapsed,
+            error=str(exc),
+        )
+        return LLMCallFailed(
+            agent=call.agent,
+            dimension=call.dimension,
+            status_code=exc.status_code,
+            attempts=call.attempts,
+            elapsed_s=elapsed,
+            message=exc.message,
+            retryable=exc.retryable,
+        )
 
     async def _attempt(
         self,
         attempt: Attempt,
-        agent: str | None,
-        dimension: str | None,
-        call_id: str,
+        call: _Call,
         estimated_tokens: int,
     ) -> Completion:
+        agent, dimension, call_id = call.agent, call.dimension, call.call_id
         limiter = self.rate_limiter
         reservation = await limiter.acquire(estimated_tokens) if limiter is not None else None
         sent = False

@@ -1,15 +1,15 @@
-"""ChatModel: what every provider shares: settings, the HTTP client, the gateway, the sync bridge.
+"""ChatModel: a stateless codec for one provider API; the runtime sends what it encodes.
 
 A provider subclass only says how to build a request body and how to read a completion from the
-response; every call still goes through the gateway (rate limiter, global concurrency slot,
-per-attempt timeout, retry). With no base URL anywhere, the model talks to the in-process simulated
-provider.
+response. A model holds immutable fields (model name, base URL, key, options); everything mutable
+(the limiter, rate buckets, connection pools per event loop, the embedded simulated provider)
+belongs to the `Runtime`, the model's own or `Runtime.current()` at the moment of each call. So
+one model object serves any number of runs, threads and event loops, in turn or at once, and
+still works after `aclose()`. With no base URL anywhere, it talks to the embedded simulator.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -17,21 +17,16 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 import aiohttp
-import anyio
-import anyio.from_thread
 import httpx
-from anyio.lowlevel import RunVar
 from pydantic import BaseModel, SecretStr
 
 from .. import events
 from ..config import HttpTransport, Settings
 from ..errors import ConfigError, MalformedResponse, ProviderConnectionError
 from ..limits import ConcurrencyController, RateLimiter, RetryPolicy
-from ..limits.controller import default_controller
-from ..limits.rate import default_rate_limiter
+from ..runtime import EndpointKey, Runtime, create_client, from_thread
 from ._http import check_response, parse_or_malformed
 from .gateway import Gateway
-from .transport import create_client
 from .types import Completion, Messages, as_messages
 
 if TYPE_CHECKING:
@@ -40,6 +35,7 @@ if TYPE_CHECKING:
 SIM_BASE_URL = "http://asynceval-sim/v1"
 SIM_MODEL = "asynceval-sim"
 ResponseFormat = Mapping[str, Any] | type[BaseModel]
+_UNSET: Any = object()
 
 
 def _checked_base_url(base_url: str) -> str:
@@ -65,13 +61,15 @@ def response_format_for(model: type[BaseModel]) -> dict[str, Any]:
 
 
 class ChatModel(ABC):
-    """A chat model behind the bounded, retrying call path (`async with` it, or `aclose()` it).
+    """A chat model behind the bounded call path (`async with` it, or `aclose()` it).
 
-    `model`, `base_url` and `api_key` default to LLM_MODEL, LLM_BASE_URL and LLM_API_KEY. The
-    controller defaults to the one shared by the whole event loop run (`default_controller`).
-    `transport` picks the HTTP transport ("aiohttp", "httpx") or takes any httpx transport.
-    `structured_output=False` declares a provider without JSON-schema output (older Ollama models,
-    some vLLM servers).
+    `model`, `base_url` and `api_key` default to LLM_MODEL, LLM_BASE_URL and LLM_API_KEY of
+    `settings` if given, else of the runtime's settings. `runtime` defaults to `Runtime.current()`
+    at each call. `controller` and `rate_limiter` override the runtime's shared ones (and so leave
+    the process-wide limit: for tests and special cases); `settings` also fixes this model's
+    retry policy and LLM_CALL_TIMEOUT. `transport` picks the HTTP transport ("aiohttp", "httpx")
+    or takes any httpx transport. `structured_output=False` declares a provider without
+    JSON-schema output (older Ollama models, some vLLM servers).
     """
 
     path: str
@@ -82,48 +80,66 @@ class ChatModel(ABC):
         *,
         base_url: str | None = None,
         api_key: str | SecretStr | None = None,
+        runtime: Runtime | None = None,
         controller: ConcurrencyController | None = None,
-        rate_limiter: RateLimiter | None = None,
+        rate_limiter: RateLimiter | None = _UNSET,
         settings: Settings | None = None,
         transport: HttpTransport | httpx.AsyncBaseTransport | None = None,
         sim_config: SimConfig | None = None,
         structured_output: bool = True,
     ) -> None:
-        self.settings = settings = settings if settings is not None else Settings()
+        self.runtime = runtime
+        self._settings = settings
+        defaults = settings or (runtime or Runtime.current()).settings
         self.structured_output = structured_output
         """Whether the provider honours `response_format` JSON schemas; False makes the judge
         panel (and other structured callers) ask for JSON in the prompt instead."""
-        self.sim: SimProvider | None = None
-        """The in-process simulated provider when no base URL is set (its `stats()` are handy)."""
-        base_url = base_url or settings.llm_base_url
-        key = api_key if api_key is not None else settings.llm_api_key
+        base_url = base_url or defaults.llm_base_url
+        key = api_key if api_key is not None else defaults.llm_api_key
         self._api_key = key if isinstance(key, SecretStr) or key is None else SecretStr(key)
         events.register_secret(self._api_key)
-        chosen_transport: HttpTransport | httpx.AsyncBaseTransport = (
-            transport if transport is not None else settings.llm_http_transport
-        )
+        self._own_sim: SimProvider | None = None
         if base_url is None:
-            from ..sim import SimConfig, SimProvider  # only when the embedded provider is used
+            if sim_config is not None:
+                from ..sim import SimProvider  # only when the embedded provider is used
 
+                self._own_sim = SimProvider(sim_config)
             base_url = SIM_BASE_URL
-            self.sim = SimProvider(sim_config or SimConfig())
-            chosen_transport = httpx.ASGITransport(app=self.sim)
-            model = model or settings.llm_model or SIM_MODEL
-        model = model or settings.llm_model
+            model = model or defaults.llm_model or SIM_MODEL
+        model = model or defaults.llm_model
         if not model:
             raise ConfigError(f"no model name for {base_url}: pass model= or set LLM_MODEL")
         self.model = model
         self.base_url = _checked_base_url(base_url)
         self._controller = controller
         self._rate_limiter = rate_limiter
-        self._transport = chosen_transport
-        self._gateway: Gateway | None = None
-        self._client: httpx.AsyncClient | None = None
-        # Marks the event loop run the client and gateway were built in (see `_ensure_run`).
-        self._run: RunVar[bool] = RunVar(f"asynceval_model_{id(self):x}")
+        self._transport = (
+            transport
+            if transport is not None
+            else (settings.llm_http_transport if settings is not None else None)
+        )
+        self._policy = RetryPolicy.from_settings(settings) if settings is not None else None
+        self._call_timeout = settings.llm_call_timeout if settings is not None else None
+        headers = self._headers(self._api_key.get_secret_value() if self._api_key else None)
+        self._headers_sent = {"content-type": "application/json", **headers}
+        self._header_key = tuple(self._headers_sent.items())
         # Absolute once, so httpx need not merge a relative path into base_url on every call.
         self._url = httpx.URL(f"{self.base_url}/{self.path}")
-        events.ensure_logging(settings)
+
+    @property
+    def settings(self) -> Settings:
+        """The settings this model was given, else its runtime's (`Runtime.current()`'s)."""
+        return self._settings or (self.runtime or Runtime.current()).settings
+
+    @property
+    def sim(self) -> SimProvider | None:
+        """The simulated provider this model talks to when it has no base URL (its `stats()`
+        are handy), else None."""
+        if self._own_sim is not None:
+            return self._own_sim
+        if self.base_url != SIM_BASE_URL:
+            return None
+        return (self.runtime or Runtime.current()).sim
 
     @abstractmethod
     def _headers(self, api_key: str | None) -> dict[str, str]:
@@ -142,40 +158,38 @@ class ChatModel(ABC):
     def _parse(self, body: dict[str, Any], response_format: Mapping[str, Any] | None) -> Completion:
         """A Completion from a successful response body (KeyError etc. mean a malformed body)."""
 
-    @property
-    def gateway(self) -> Gateway | None:
-        """The gateway this model's calls go through (built on first use in each event loop run)."""
-        return self._gateway
+    def _key(self, runtime: Runtime) -> EndpointKey:
+        """Which of `runtime`'s pools this model's calls go through."""
+        if self.base_url == SIM_BASE_URL:
+            transport = f"sim:{id(self._own_sim or runtime.sim)}"
+        else:
+            chosen = self._transport or runtime.settings.llm_http_transport
+            transport = chosen if isinstance(chosen, str) else f"object:{id(chosen)}"
+        return EndpointKey(self.base_url, transport, self._header_key)
 
-    async def _ensure_run(self) -> tuple[httpx.AsyncClient, Gateway]:
-        """The client and gateway for the running event loop, built anew in each new run.
+    def _open(self, runtime: Runtime) -> httpx.AsyncClient:
+        """A new client for this model's endpoint (the runtime keeps it per event loop)."""
+        transport: HttpTransport | httpx.AsyncBaseTransport
+        if self.base_url == SIM_BASE_URL:
+            transport = httpx.ASGITransport(app=self._own_sim or runtime.sim)
+        else:
+            transport = self._transport or runtime.settings.llm_http_transport
+        return create_client(
+            base_url=self.base_url + "/",
+            limit=(self._controller or runtime.limiter).limit,
+            transport=transport,
+            headers=self._headers_sent,
+        )
 
-        A model made at the top of a notebook or script outlives one `anyio.run`: its connections
-        belong to the loop that made them, and the default controller is per run.
-        """
-        try:
-            self._run.get()
-        except LookupError:
-            await self._close_client()
-            settings = self.settings
-            controller = self._controller or default_controller(settings)
-            headers = self._headers(self._api_key.get_secret_value() if self._api_key else None)
-            self._client = create_client(
-                base_url=self.base_url + "/",
-                limit=controller.limit,
-                transport=self._transport,
-                headers={"content-type": "application/json", **headers},
-            )
-            self._gateway = Gateway(
-                controller=controller,
-                retry_policy=RetryPolicy.from_settings(settings),
-                call_timeout=settings.llm_call_timeout,
-                rate_limiter=self._rate_limiter or default_rate_limiter(settings),
-                endpoint=self.base_url,
-            )
-            self._run.set(True)
-        assert self._client is not None and self._gateway is not None
-        return self._client, self._gateway
+    def _gateway(self, runtime: Runtime) -> Gateway:
+        rate = self._rate_limiter
+        return Gateway(
+            controller=self._controller or runtime.limiter,
+            retry_policy=self._policy or runtime.retry_policy,
+            call_timeout=self._call_timeout or runtime.settings.llm_call_timeout,
+            rate_limiter=runtime.rate if rate is _UNSET else rate,
+            endpoint=self.base_url,
+        )
 
     async def generate(
         self,
@@ -193,74 +207,43 @@ class ChatModel(ABC):
         """
         if isinstance(response_format, type):
             response_format = response_format_for(response_format)
-        normalised = as_messages(messages)
-        body = self._body(normalised, response_format, params)
+        body = self._body(as_messages(messages), response_format, params)
         content = json.dumps(body).encode()
         max_tokens = params.get("max_tokens") or params.get("max_completion_tokens") or 0
         estimated = len(content) // 4 + int(max_tokens)
+        runtime = self.runtime or Runtime.current()
+        async with runtime.pools.client(self._key(runtime), lambda: self._open(runtime)) as client:
 
-        client, gateway = await self._ensure_run()
+            async def attempt() -> Completion:
+                return self._decode(await _post(client, self._url, content), response_format)
 
-        async def attempt() -> Completion:
-            try:
-                response = await client.post(self._url, content=content)
-            except httpx.DecodingError as exc:
-                raise MalformedResponse(f"undecodable body: {exc}") from exc
-            except (httpx.RequestError, aiohttp.ClientError) as exc:
-                # aiohttp errors the httpx-aiohttp transport does not translate (a garbled
-                # status line or header) are connection-level failures too.
-                raise ProviderConnectionError(f"{type(exc).__name__}: {exc}") from exc
-            data = check_response(response)
-            completion: Completion = parse_or_malformed(
-                data, lambda b: self._parse(b, response_format)
+            return await self._gateway(runtime).call(
+                attempt, agent=agent, dimension=dimension, estimated_tokens=estimated
             )
-            return completion
 
-        return await gateway.call(
-            attempt, agent=agent, dimension=dimension, estimated_tokens=estimated
-        )
+    def _decode(
+        self, response: httpx.Response, response_format: Mapping[str, Any] | None
+    ) -> Completion:
+        data = check_response(response)
+        completion: Completion = parse_or_malformed(data, lambda b: self._parse(b, response_format))
+        return completion
 
     def generate_sync(self, messages: Messages, **kwargs: Any) -> Completion:
-        """`generate` for sync code running in a worker thread started by anyio (the engine's
-        sync hooks, `anyio.to_thread.run_sync`): the call hops back to the event loop and goes
-        through the same controller. Calling it on the event loop thread is an error."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            pass  # no loop runs in this thread: good
-        else:
-            raise RuntimeError(
-                "generate_sync() was called on the event loop thread, where it would block the "
-                "loop; use `await model.generate(...)` there"
-            )
-        started = False
+        """`generate` for sync code in a worker thread: the engine's (sync hooks, `SyncAgent`),
+        whose calls reach the run's loop through its bridge, or anyio's
+        (`anyio.to_thread.run_sync`). Either way the call goes through the same limiter. From a
+        thread abandoned by its repetition's timeout it raises `RepetitionExpired` at once; after
+        the run, `RunFinished`. Calling it on the event loop thread is an error."""
 
         async def call() -> Completion:
-            nonlocal started
-            started = True
             return await self.generate(messages, **kwargs)
 
-        try:
-            return anyio.from_thread.run(call)
-        except RuntimeError as exc:
-            if started:
-                raise
-            raise RuntimeError(
-                "generate_sync() must run in a worker thread started by anyio "
-                "(anyio.to_thread.run_sync, as the engine does for sync code); "
-                "from other threads use an anyio blocking portal"
-            ) from exc
+        return from_thread(call)
 
     async def aclose(self) -> None:
-        """Close the HTTP client and its connections."""
-        await self._close_client()
-
-    async def _close_client(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            # A client left from an earlier event loop run cannot close cleanly in this one.
-            with contextlib.suppress(Exception):
-                await client.aclose()
+        """Close this model's idle connections in this event loop; a later call reopens them."""
+        runtime = self.runtime or Runtime.current()
+        await runtime.pools.aclose(self._key(runtime))
 
     async def __aenter__(self) -> Self:
         return self
@@ -275,3 +258,14 @@ class ChatModel(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+
+
+async def _post(client: httpx.AsyncClient, url: httpx.URL, content: bytes) -> httpx.Response:
+    try:
+        return await client.post(url, content=content)
+    except httpx.DecodingError as exc:
+        raise MalformedResponse(f"undecodable body: {exc}") from exc
+    except (httpx.RequestError, aiohttp.ClientError) as exc:
+        # aiohttp errors the httpx-aiohttp transport does not translate (a garbled status line
+        # or header) are connection-level failures too.
+        raise ProviderConnectionError(f"{type(exc).__name__}: {exc}") from exc

@@ -20,12 +20,12 @@ from types import MappingProxyType
 from typing import Any
 
 import anyio
-import anyio.to_thread
 
 from .. import events
 from ..config import Settings
-from ..engine.benchmark import call_maybe_async, engine_threads, is_async
+from ..engine.threads import is_async, run_in_thread
 from ..llm.types import ToolCall
+from ..runtime import Runtime, from_thread
 from .tool import Tool
 
 TOOL_WAVE = events.TOOL_WAVE
@@ -106,9 +106,9 @@ def _identify(index: int, call: ToolCall | Mapping[str, Any]) -> tuple[str, str,
 class ToolExecutor:
     """Runs tool calls against a fixed set of tools (see the module docstring for the schedule).
 
-    `max_parallel` bounds the calls running at once within one `run` (default: the settings'
-    MAX_PARALLEL_TOOLS; `Settings()` is read only when neither is given). Duplicate tool names are
-    a ValueError.
+    `max_parallel` bounds the calls running at once within one `run` (default: MAX_PARALLEL_TOOLS
+    of `settings`, else of the current Runtime's). Duplicate tool names are a ValueError. Sync code
+    (a sync agent in an engine worker thread) calls `run_sync`.
     """
 
     def __init__(
@@ -126,7 +126,7 @@ class ToolExecutor:
                 raise ValueError(f"duplicate tool name {tool.name!r}")
             by_name[tool.name] = tool
         if max_parallel is None:
-            max_parallel = (settings if settings is not None else Settings()).max_parallel_tools
+            max_parallel = (settings or Runtime.current().settings).max_parallel_tools
         if isinstance(max_parallel, bool) or not isinstance(max_parallel, int) or max_parallel < 1:
             raise ValueError(f"max_parallel must be an integer >= 1, got {max_parallel!r}")
         self._tools: Mapping[str, Tool] = MappingProxyType(by_name)
@@ -161,6 +161,13 @@ class ToolExecutor:
         if wave:
             await self._run_wave(wave, results, limiter, _why(wave, None))
         return results
+
+    def run_sync(self, calls: Iterable[ToolCall | Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """`run` for sync code in a worker thread (a sync agent's tool step): the calls run on the
+        event loop, sync tools on the caller's thread token, so a run whose every thread is a sync
+        agent still gets its tools run. Refused on the event loop thread."""
+        calls = list(calls)
+        return from_thread(self.run, calls)
 
     def _prepare(self, index: int, call: ToolCall | Mapping[str, Any]) -> _Call | dict[str, Any]:
         """The call ready to run, or its error result if it names no known tool or its arguments
@@ -213,18 +220,15 @@ def _why(wave: list[_Call], following: _Call | None) -> dict[str, Any]:
 
 
 async def _invoke(call: _Call) -> dict[str, Any]:
-    """Call the tool. Sync tools always run in worker threads: inside an engine run on the engine's
-    thread limiter (`call_maybe_async`), outside one on anyio's default pool, so a wave of blocking
+    """Call the tool. Sync tools always run in worker threads (`run_in_thread`: the run's, on
+    the caller's token when a sync agent runs them, else anyio's pool), so a wave of blocking
     tools still runs at once."""
     try:
-        # A partial, so arguments named like call_maybe_async's own parameters pass through.
+        # A partial, so arguments of any name pass through.
         fn = functools.partial(call.tool.fn, **call.arguments)
-        if engine_threads() is None and not is_async(call.tool.fn):
-            value = await anyio.to_thread.run_sync(fn)
-            if inspect.isawaitable(value):
-                value = await value
-        else:
-            value = await call_maybe_async(fn)
+        value = await fn() if is_async(call.tool.fn) else await run_in_thread(fn)
+        if inspect.isawaitable(value):
+            value = await value
         content = _content(value)
     except Exception as exc:
         return _error(call.id, call.name, str(exc) or type(exc).__name__)

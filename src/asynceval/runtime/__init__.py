@@ -1,0 +1,16 @@
+"""The process's shared funnel state (`Runtime`), its per-loop pools and the sync bridge."""
+
+from ._bridge import Bridge, bridge_scope, current_bridge, from_thread
+from ._pools import EndpointKey, create_client
+from ._runtime import Runtime
+from ._runtime import _reset_default as _reset_default
+
+__all__ = [
+    "Bridge",
+    "EndpointKey",
+    "Runtime",
+    "bridge_scope",
+    "create_client",
+    "current_bridge",
+    "from_thread",
+]

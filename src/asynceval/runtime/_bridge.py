@@ -1,0 +1,141 @@
+"""The sync bridge: how sync code in an engine worker thread calls async code on the run's loop.
+
+Each attempt of a repetition gets a `Bridge` over the run's `BlockingPortal`, reachable from its
+worker threads through a context variable. A bridged call runs as a task of the portal, never
+inside the cancel scope of the repetition that started the thread, so a timed-out repetition
+leaves no thread spinning on a cancelled scope. When the attempt ends, `close` cancels the calls
+its threads still have in flight (their slots are freed then, not when the thread returns) and
+refuses later ones at once: `RepetitionExpired` after a timeout, `RunFinished` otherwise or once
+the run has ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import time
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, TypeVar
+
+import anyio
+import anyio.from_thread
+from anyio.from_thread import BlockingPortal
+
+from ..errors import RepetitionExpired, RunFinished
+
+T = TypeVar("T")
+
+
+class Bridge:
+    """One attempt's way back to the loop for its worker threads (see the module docstring)."""
+
+    __slots__ = ("_closed", "_portal", "_scopes", "_started", "repeat_idx", "task_id", "timeout_s")
+
+    def __init__(
+        self, portal: BlockingPortal, task_id: str, repeat_idx: int, timeout_s: float | None
+    ) -> None:
+        self._portal = portal
+        self.task_id = task_id
+        self.repeat_idx = repeat_idx
+        self.timeout_s = timeout_s
+        self._started = time.monotonic()
+        self._scopes: set[anyio.CancelScope] = set()
+        self._closed: BaseException | None = None
+
+    def call(self, func: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
+        """Run `await func(*args)` on the loop from a worker thread and return its result."""
+        if self._closed is not None:
+            raise self._refusal()
+        try:
+            result: T = self._portal.call(self._guarded, func, *args)
+            return result
+        except concurrent.futures.CancelledError:
+            raise self._refusal() from None  # the run was cancelled under the call
+        except RuntimeError as exc:
+            if "portal is not running" not in str(exc):
+                raise
+            raise RunFinished(
+                "the run this worker thread belonged to has ended; its call is refused"
+            ) from None
+
+    async def _guarded(self, func: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
+        if self._closed is not None:
+            raise self._refusal()
+        with anyio.CancelScope() as scope:
+            self._scopes.add(scope)
+            try:
+                return await func(*args)
+            finally:
+                self._scopes.discard(scope)
+        raise self._refusal()  # cancelled by `close`: the attempt has ended
+
+    def close(self, *, timed_out: bool) -> None:
+        """The attempt has ended (on the loop thread): cancel bridged calls, refuse later ones."""
+        if timed_out and self.timeout_s is not None:
+            self._closed = RepetitionExpired(
+                self.task_id,
+                self.repeat_idx,
+                self.timeout_s,
+                elapsed_s=time.monotonic() - self._started,
+            )
+        else:
+            self._closed = RunFinished(
+                f"task {self.task_id} repeat {self.repeat_idx} has ended; "
+                "this leftover thread's call is refused"
+            )
+        for scope in list(self._scopes):
+            scope.cancel()
+
+    def _refusal(self) -> BaseException:
+        closed = self._closed
+        if isinstance(closed, RepetitionExpired):
+            return RepetitionExpired(
+                closed.task_id, closed.repeat_idx, closed.timeout_s, closed.elapsed_s
+            )
+        return RunFinished(str(closed) if closed is not None else "the run has ended")
+
+
+_current: ContextVar[Bridge | None] = ContextVar("asynceval_bridge", default=None)
+
+
+def current_bridge() -> Bridge | None:
+    """The bridge of the attempt this (worker-thread) code belongs to, or None."""
+    return _current.get()
+
+
+@contextmanager
+def bridge_scope(bridge: Bridge) -> Iterator[Bridge]:
+    """Make `bridge` the current one for code started in this context (its worker threads)."""
+    token = _current.set(bridge)
+    try:
+        yield bridge
+    finally:
+        _current.reset(token)
+
+
+def from_thread(func: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
+    """Run `await func(*args)` on the event loop from sync code in a worker thread and return the
+    result: through the repetition's bridge in the engine's threads, through anyio in anyio's
+    (`anyio.to_thread.run_sync`). Raises RuntimeError on the loop thread or in another thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass  # no loop runs in this thread: good
+    else:
+        raise RuntimeError(
+            "a blocking call (generate_sync, run_sync) was made on the event loop thread, where "
+            "it would block the loop; await the async form there (e.g. `await model.generate(...)`)"
+        )
+    bridge = _current.get()
+    if bridge is not None:
+        return bridge.call(func, *args)
+    try:
+        return anyio.from_thread.run(func, *args)
+    except anyio.NoEventLoopError as exc:
+        raise RuntimeError(
+            "a blocking call (generate_sync, run_sync) must run in a worker thread started by the "
+            "engine or by anyio (anyio.to_thread.run_sync); from other threads use an anyio "
+            "blocking portal"
+        ) from exc

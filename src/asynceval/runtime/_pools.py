@@ -1,0 +1,157 @@
+"""Connection pools per event loop: what a Runtime's calls send through, opened and closed for them.
+
+An HTTP connection belongs to the event loop that opened it, so a runtime keeps one
+`httpx.AsyncClient` per (event loop, endpoint). They close:
+- when a run that opened them ends, if no other run in that loop is going and no call is in flight;
+- when a model or the runtime is closed (`aclose()`), for the loop it is closed in;
+- at the end of their event loop (`asyncio.run`, `anyio.run`, pytest), through an async generator
+  the loop finalizes on shutdown, so a script that never closes anything leaks nothing either.
+
+The transport is chosen for throughput. Measured on this project's 2-core machine
+(benchmarks/call_path.py), stock httpx with one pool of 50 connections spends most of its time in
+httpcore's pool bookkeeping, which grows with the number of connections (encode/httpcore#1035);
+httpx's API over the `httpx-aiohttp` transport keeps up with a bare loop. So "aiohttp" is the
+default and "httpx" (stock httpcore) stays selectable (LLM_HTTP_TRANSPORT). aiohttp runs on
+asyncio only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import weakref
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+
+import httpx
+from httpx_aiohttp import AiohttpTransport
+
+from ..config import HttpTransport
+
+
+def create_client(
+    *,
+    base_url: str,
+    limit: int,
+    transport: HttpTransport | httpx.AsyncBaseTransport = "aiohttp",
+    headers: Mapping[str, str] | None = None,
+) -> httpx.AsyncClient:
+    """An `httpx.AsyncClient` whose pool holds `limit` connections, with no timeout of its own
+    (each attempt runs under `anyio.fail_after(LLM_CALL_TIMEOUT)` instead)."""
+    limits = httpx.Limits(max_connections=limit, max_keepalive_connections=limit)
+    chosen: httpx.AsyncBaseTransport | None
+    if isinstance(transport, httpx.AsyncBaseTransport):
+        chosen = transport
+    elif transport == "aiohttp":
+        chosen = AiohttpTransport(limits=limits)
+    elif transport == "httpx":
+        chosen = None
+    else:
+        raise ValueError(f"LLM_HTTP_TRANSPORT must be 'aiohttp' or 'httpx', got {transport!r}")
+    return httpx.AsyncClient(
+        base_url=base_url,
+        headers=dict(headers or {}),
+        limits=limits,
+        timeout=None,
+        transport=chosen,
+    )
+
+
+@dataclass(frozen=True)
+class EndpointKey:
+    """What makes two models share a pool: the URL, the transport and the headers they send."""
+
+    base_url: str
+    transport: str  # "aiohttp", "httpx", or the id of a transport object (the embedded simulator)
+    headers: tuple[tuple[str, str], ...]
+
+
+class _Entry:
+    __slots__ = ("client", "in_flight", "opened_in_run")
+
+    def __init__(self, client: httpx.AsyncClient, opened_in_run: bool) -> None:
+        self.client = client
+        self.in_flight = 0
+        self.opened_in_run = opened_in_run
+
+
+class _LoopPools:
+    """The clients of one event loop; touched only from that loop's thread."""
+
+    def __init__(self) -> None:
+        self.entries: dict[EndpointKey, _Entry] = {}
+        self.runs = 0
+        self.finalizer: AsyncGenerator[None] | None = None
+
+    async def close(self, keys: Callable[[EndpointKey, _Entry], bool]) -> None:
+        chosen = [key for key, entry in self.entries.items() if keys(key, entry)]
+        for key in chosen:
+            entry = self.entries.pop(key)
+            with contextlib.suppress(Exception):
+                await entry.client.aclose()
+
+
+async def _close_at_loop_end(pools: _LoopPools) -> AsyncGenerator[None]:
+    """Suspended for the loop's whole life; the loop's shutdown (`shutdown_asyncgens`) closes it,
+    and with it every client still open in that loop."""
+    try:
+        yield
+    finally:
+        await pools.close(lambda key, entry: True)
+
+
+class Pools:
+    """Every event loop's clients of one runtime."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopPools] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()  # the mapping is shared; each _LoopPools is not
+
+    async def _here(self) -> _LoopPools:
+        loop = asyncio.get_running_loop()
+        pools = self._loops.get(loop)
+        if pools is None:
+            with self._lock:
+                pools = self._loops.setdefault(loop, _LoopPools())
+            if pools.finalizer is None:
+                pools.finalizer = finalizer = _close_at_loop_end(pools)
+                await finalizer.asend(None)  # the loop now tracks it, and closes it at its end
+        return pools
+
+    @contextlib.asynccontextmanager
+    async def client(
+        self, key: EndpointKey, build: Callable[[], httpx.AsyncClient]
+    ) -> AsyncIterator[httpx.AsyncClient]:
+        """This loop's client for `key` (built on first use), held open while the block runs."""
+        pools = await self._here()
+        entry = pools.entries.get(key)
+        if entry is None:
+            entry = pools.entries[key] = _Entry(build(), opened_in_run=pools.runs > 0)
+        entry.in_flight += 1
+        try:
+            yield entry.client
+        finally:
+            entry.in_flight -= 1
+
+    @contextlib.asynccontextmanager
+    async def run_scope(self) -> AsyncIterator[None]:
+        """Around a run: at its end, the idle clients it opened close (unless another run in this
+        loop is still going)."""
+        pools = await self._here()
+        pools.runs += 1
+        try:
+            yield
+        finally:
+            pools.runs -= 1
+            if pools.runs == 0:
+                await pools.close(lambda key, entry: entry.opened_in_run and not entry.in_flight)
+
+    async def aclose(self, key: EndpointKey | None = None) -> None:
+        """Close this loop's idle clients (those for `key` only, if given); later calls reopen."""
+        pools = self._loops.get(asyncio.get_running_loop())
+        if pools is not None:
+            await pools.close(lambda k, entry: (key is None or k == key) and not entry.in_flight)

@@ -1,0 +1,129 @@
+"""Runtime: everything mutable a process shares for its LLM calls, in one object.
+
+Settings (read once), the call limiter, the rate buckets, the retry policy, the connection pools of
+every event loop, and the embedded simulated provider. A model or benchmark given no runtime uses
+`Runtime.current()` at the moment of the call: the runtime bound in this context (`async with
+Runtime(...)`), else the process default, built once from `Settings()` on first use. So two
+threads each running a benchmark, or two event loops sharing one model, share one limit.
+
+Environment changes after the process default exists are not seen: build a new Runtime (and
+bind it) to use other settings.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextvars import ContextVar, Token
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+from .. import events
+from ..config import Settings
+from ..limits import ConcurrencyController, RateLimiter, RetryPolicy
+from ._pools import Pools
+
+if TYPE_CHECKING:
+    from ..sim import SimProvider
+
+_UNSET: Any = object()
+
+_bound: ContextVar[Runtime | None] = ContextVar("asynceval_runtime", default=None)
+_default: Runtime | None = None
+_default_lock = threading.Lock()
+
+
+class Runtime:
+    """The process's funnel state: `async with Runtime(settings) as rt:` binds it to this context.
+
+    `limiter` (a `ConcurrencyController`) and `rate` (a `RateLimiter`, or None for no RPM/TPM
+    limit) default to ones built from `settings`. One runtime serves any number of threads and
+    event loops at once; `aclose()` closes the connection pools of the loop it is awaited in
+    (later calls reopen them).
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        limiter: ConcurrencyController | None = None,
+        rate: RateLimiter | None = _UNSET,
+    ) -> None:
+        self.settings = settings if settings is not None else Settings()
+        self.limiter = (
+            limiter if limiter is not None else ConcurrencyController.from_settings(self.settings)
+        )
+        self.rate: RateLimiter | None = (
+            RateLimiter.from_settings(self.settings) if rate is _UNSET else rate
+        )
+        self.retry_policy = RetryPolicy.from_settings(self.settings)
+        self.pools = Pools(self.limiter.limit)
+        self._sim: SimProvider | None = None
+        self._sim_lock = threading.Lock()
+        self._tokens: list[Token[Runtime | None]] = []
+
+    @classmethod
+    def current(cls) -> Runtime:
+        """The runtime bound in this context, else the process default (built on first use)."""
+        bound = _bound.get()
+        if bound is not None:
+            return bound
+        return _process_default()
+
+    def bind(self) -> Token[Runtime | None]:
+        """Make this runtime current in this context (sync code: a script, the CLI); undo with
+        `_bound.reset(token)` via `unbind`."""
+        return _bound.set(self)
+
+    @staticmethod
+    def unbind(token: Token[Runtime | None]) -> None:
+        _bound.reset(token)
+
+    @property
+    def sim(self) -> SimProvider:
+        """The embedded simulated provider models talk to when no base URL is set anywhere."""
+        if self._sim is None:
+            from ..sim import SimConfig, SimProvider  # only when the embedded provider is used
+
+            with self._sim_lock:
+                if self._sim is None:
+                    self._sim = SimProvider(SimConfig())
+        return self._sim
+
+    async def aclose(self) -> None:
+        """Close this event loop's connection pools (calls made later open new ones)."""
+        await self.pools.aclose()
+
+    async def __aenter__(self) -> Self:
+        events.ensure_logging(self.settings)
+        self._tokens.append(_bound.set(self))
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        _bound.reset(self._tokens.pop())
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"Runtime(limit={self.limiter.limit}, rate={self.rate is not None})"
+
+
+def _process_default() -> Runtime:
+    global _default
+    runtime = _default
+    if runtime is None:
+        with _default_lock:
+            if _default is None:
+                _default = Runtime()
+            runtime = _default
+    return runtime
+
+
+def _reset_default(runtime: Runtime | None = None) -> None:
+    """Replace the process default (tests; the CLI installs the runtime it built)."""
+    global _default
+    with _default_lock:
+        _default = runtime
