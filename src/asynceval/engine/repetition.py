@@ -11,6 +11,7 @@ becomes the repetition's status.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
@@ -65,6 +66,7 @@ class Repetitions:
         self.settings = settings
         self.policy = policy
         self.portal: BlockingPortal | None = None  # the run's, set when it starts
+        self.run_over = threading.Event()  # set when the run ends: leftover threads are refused
 
     async def run(self, unit: Unit) -> dict[str, Any]:
         """Every attempt of one repetition (timeout re-runs, infrastructure retries): one report."""
@@ -182,7 +184,7 @@ class Repetitions:
     def _bridge(self, unit: Unit, timeout_s: float | None) -> Bridge | None:
         if self.portal is None:
             return None
-        return Bridge(self.portal, unit.task.id, unit.repeat_idx, timeout_s)
+        return Bridge(self.portal, unit.task.id, unit.repeat_idx, timeout_s, self.run_over)
 
     async def _hooks(self, unit: Unit, state: _AttemptState) -> None:
         """The benchmark's hooks in order, recording the phase reached and what they gave."""

@@ -104,6 +104,7 @@ class Run:
                 except Exception as exc:  # raised as it is, not in the portal's exception group
                     error = exc
                 finally:
+                    self.repetitions.run_over.set()
                     await portal.stop(cancel_remaining=True)  # calls of abandoned threads
         finally:
             runtime.unbind(token)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
@@ -31,12 +32,27 @@ T = TypeVar("T")
 class Bridge:
     """One attempt's way back to the loop for its worker threads (see the module docstring)."""
 
-    __slots__ = ("_closed", "_portal", "_scopes", "_started", "repeat_idx", "task_id", "timeout_s")
+    __slots__ = (
+        "_closed",
+        "_portal",
+        "_run_over",
+        "_scopes",
+        "_started",
+        "repeat_idx",
+        "task_id",
+        "timeout_s",
+    )
 
     def __init__(
-        self, portal: BlockingPortal, task_id: str, repeat_idx: int, timeout_s: float | None
+        self,
+        portal: BlockingPortal,
+        task_id: str,
+        repeat_idx: int,
+        timeout_s: float | None,
+        run_over: threading.Event | None = None,
     ) -> None:
         self._portal = portal
+        self._run_over = run_over if run_over is not None else threading.Event()
         self.task_id = task_id
         self.repeat_idx = repeat_idx
         self.timeout_s = timeout_s
@@ -46,7 +62,7 @@ class Bridge:
 
     def call(self, func: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
         """Run `await func(*args)` on the loop from a worker thread and return its result."""
-        if self._closed is not None:
+        if self._closed is not None or self._run_over.is_set():
             raise self._refusal()
         try:
             result: T = self._portal.call(self._guarded, func, *args)
@@ -90,6 +106,11 @@ class Bridge:
 
     def _refusal(self) -> BaseException:
         closed = self._closed
+        if self._run_over.is_set():
+            return RunFinished(
+                f"the run of task {self.task_id} repeat {self.repeat_idx} has ended; "
+                "this leftover thread's call is refused"
+            )
         if isinstance(closed, RepetitionExpired):
             return RepetitionExpired(
                 closed.task_id, closed.repeat_idx, closed.timeout_s, closed.elapsed_s
