@@ -97,49 +97,24 @@ class AdaptiveQueue(TaskQueue):
         grid_points: int = 121,
         grid_span: float = 6.0,
     ) -> None:
-        _check(
-            _is_number(se_threshold) and se_threshold > 0,
-            f"se_threshold must be > 0, got {se_threshold!r}",
+        _check_options(
+            se_threshold,
+            budget,
+            prior_mean,
+            prior_sd,
+            default_difficulty,
+            default_discrimination,
+            score,
+            grid_points,
+            grid_span,
         )
-        if budget is not None:
-            _check(
-                isinstance(budget, int) and not isinstance(budget, bool) and budget >= 1,
-                f"budget must be an integer >= 1 or None, got {budget!r}",
-            )
-        _check(_is_number(prior_mean), f"prior_mean must be a finite number, got {prior_mean!r}")
-        _check(_is_number(prior_sd) and prior_sd > 0, f"prior_sd must be > 0, got {prior_sd!r}")
-        _check(
-            _is_number(default_difficulty),
-            f"default_difficulty must be a finite number, got {default_difficulty!r}",
-        )
-        _check(
-            _is_number(default_discrimination) and default_discrimination > 0,
-            f"default_discrimination must be > 0, got {default_discrimination!r}",
-        )
-        _check(
-            isinstance(grid_points, int)
-            and not isinstance(grid_points, bool)
-            and grid_points >= 11,
-            f"grid_points must be an integer >= 11, got {grid_points!r}",
-        )
-        _check(_is_number(grid_span) and grid_span > 0, f"grid_span must be > 0, got {grid_span!r}")
-        _check(score is None or callable(score), f"score must be callable or None, got {score!r}")
-
         self._se_threshold = float(se_threshold)
         self._budget = budget
         self._prior_mean = float(prior_mean)
         self._prior_sd = float(prior_sd)
         self._score: Score = default_score if score is None else score
 
-        self._items: list[_Item] = []
-        self._index: dict[str, int] = {}
-        for task in map(as_task, tasks):
-            if task.id in self._index:
-                raise TaskSpecError(f"task id {task.id!r} appears twice")
-            b = _parameter(task, "difficulty", default_difficulty, positive=False)
-            a = _parameter(task, "discrimination", default_discrimination, positive=True)
-            self._index[task.id] = len(self._items)
-            self._items.append(_Item(task, a, b))
+        self._items, self._index = _items(tasks, default_difficulty, default_discrimination)
         self._pending: list[int] = list(range(len(self._items)))  # in the given order
 
         low, high = prior_mean - grid_span * prior_sd, prior_mean + grid_span * prior_sd
@@ -264,3 +239,58 @@ def _parameter(task: Task, key: str, default: float, *, positive: bool) -> float
         need = "a finite number > 0" if positive else "a finite number"
         raise TaskSpecError(f"task {task.id!r}: metadata {key!r} must be {need}, got {value!r}")
     return float(value)
+
+
+def _check_options(
+    se_threshold: float,
+    budget: int | None,
+    prior_mean: float,
+    prior_sd: float,
+    default_difficulty: float,
+    default_discrimination: float,
+    score: Score | None,
+    grid_points: int,
+    grid_span: float,
+) -> None:
+    """Refuse a bad AdaptiveQueue option with a ValueError naming it and the value."""
+    _check(
+        _is_number(se_threshold) and se_threshold > 0,
+        f"se_threshold must be > 0, got {se_threshold!r}",
+    )
+    if budget is not None:
+        _check(
+            isinstance(budget, int) and not isinstance(budget, bool) and budget >= 1,
+            f"budget must be an integer >= 1 or None, got {budget!r}",
+        )
+    _check(_is_number(prior_mean), f"prior_mean must be a finite number, got {prior_mean!r}")
+    _check(_is_number(prior_sd) and prior_sd > 0, f"prior_sd must be > 0, got {prior_sd!r}")
+    _check(
+        _is_number(default_difficulty),
+        f"default_difficulty must be a finite number, got {default_difficulty!r}",
+    )
+    _check(
+        _is_number(default_discrimination) and default_discrimination > 0,
+        f"default_discrimination must be > 0, got {default_discrimination!r}",
+    )
+    _check(
+        isinstance(grid_points, int) and not isinstance(grid_points, bool) and grid_points >= 11,
+        f"grid_points must be an integer >= 11, got {grid_points!r}",
+    )
+    _check(_is_number(grid_span) and grid_span > 0, f"grid_span must be > 0, got {grid_span!r}")
+    _check(score is None or callable(score), f"score must be callable or None, got {score!r}")
+
+
+def _items(
+    tasks: Iterable[Task | Mapping[str, Any]], difficulty: float, discrimination: float
+) -> tuple[list[_Item], dict[str, int]]:
+    """The bank's items in the given order, and each task id's index; a repeated id is refused."""
+    items: list[_Item] = []
+    index: dict[str, int] = {}
+    for task in map(as_task, tasks):
+        if task.id in index:
+            raise TaskSpecError(f"task id {task.id!r} appears twice")
+        b = _parameter(task, "difficulty", difficulty, positive=False)
+        a = _parameter(task, "discrimination", discrimination, positive=True)
+        index[task.id] = len(items)
+        items.append(_Item(task, a, b))
+    return items, index
