@@ -212,7 +212,9 @@ class ChatModel(ABC):
         max_tokens = params.get("max_tokens") or params.get("max_completion_tokens") or 0
         estimated = len(content) // 4 + int(max_tokens)
         runtime = self.runtime or Runtime.current()
-        async with runtime.pools.client(self._key(runtime), lambda: self._open(runtime)) as client:
+        pool = await runtime.pools.enter(self._key(runtime), lambda: self._open(runtime))
+        try:
+            client = pool.client
 
             async def attempt() -> Completion:
                 return self._decode(await _post(client, self._url, content), response_format)
@@ -220,6 +222,8 @@ class ChatModel(ABC):
             return await self._gateway(runtime).call(
                 attempt, agent=agent, dimension=dimension, estimated_tokens=estimated
             )
+        finally:
+            pool.leave()
 
     def _decode(
         self, response: httpx.Response, response_format: Mapping[str, Any] | None

@@ -22,7 +22,7 @@ import contextlib
 import threading
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import httpx
 from httpx_aiohttp import AiohttpTransport
@@ -58,8 +58,7 @@ def create_client(
     )
 
 
-@dataclass(frozen=True)
-class EndpointKey:
+class EndpointKey(NamedTuple):
     """What makes two models share a pool: the URL, the transport and the headers they send."""
 
     base_url: str
@@ -68,12 +67,17 @@ class EndpointKey:
 
 
 class _Entry:
+    """One loop's client for one endpoint, and how many calls are using it."""
+
     __slots__ = ("client", "in_flight", "opened_in_run")
 
     def __init__(self, client: httpx.AsyncClient, opened_in_run: bool) -> None:
         self.client = client
         self.in_flight = 0
         self.opened_in_run = opened_in_run
+
+    def leave(self) -> None:
+        self.in_flight -= 1
 
 
 class _LoopPools:
@@ -122,20 +126,16 @@ class Pools:
                 await finalizer.asend(None)  # the loop now tracks it, and closes it at its end
         return pools
 
-    @contextlib.asynccontextmanager
-    async def client(
-        self, key: EndpointKey, build: Callable[[], httpx.AsyncClient]
-    ) -> AsyncIterator[httpx.AsyncClient]:
-        """This loop's client for `key` (built on first use), held open while the block runs."""
-        pools = await self._here()
+    async def enter(self, key: EndpointKey, build: Callable[[], httpx.AsyncClient]) -> _Entry:
+        """This loop's pool for `key` (built on first use), held open until `entry.leave()`:
+        `entry = await pools.enter(...)`, then `try: ... entry.client ... finally: entry.leave()`
+        (a plain pair rather than a context manager: it runs once per call)."""
+        pools = self._loops.get(asyncio.get_running_loop()) or await self._here()
         entry = pools.entries.get(key)
         if entry is None:
             entry = pools.entries[key] = _Entry(build(), opened_in_run=pools.runs > 0)
         entry.in_flight += 1
-        try:
-            yield entry.client
-        finally:
-            entry.in_flight -= 1
+        return entry
 
     @contextlib.asynccontextmanager
     async def run_scope(self) -> AsyncIterator[None]:
