@@ -4,6 +4,7 @@ import random
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 import pytest
 from anyio import wait_all_tasks_blocked
 
@@ -235,3 +236,77 @@ async def test_every_queueing_ends_in_acquired_or_cancelled(event_log: EventLog)
     assert cancelled["call_id"] == "impatient" and cancelled["wait_s"] >= 0.04
     assert "impatient" not in {e["call_id"] for e in event_log.named("acquired")}
     assert controller.statistics().waiting == 0
+
+
+def test_grants_are_first_in_first_out_across_event_loops_in_threads() -> None:
+    """One controller serves loops in several threads; grants follow arrival order across them."""
+    import threading
+    import time
+
+    controller = ConcurrencyController(1)
+    order: list[str] = []
+    holding = threading.Event()
+    release = threading.Event()
+
+    async def holder() -> None:
+        async with controller.slot(call_id="holder"):
+            holding.set()
+            await anyio.to_thread.run_sync(release.wait)
+
+    async def caller(name: str) -> None:
+        async with controller.slot(call_id=name):
+            order.append(name)
+
+    first = threading.Thread(target=anyio.run, args=(holder,))
+    first.start()
+    assert holding.wait(5)
+    threads = []
+    for index in range(8):  # alternate between two new loops' threads, each queued in turn
+        thread = threading.Thread(target=anyio.run, args=(caller, f"c{index}"))
+        thread.start()
+        threads.append(thread)
+        deadline = time.monotonic() + 5
+        while controller.statistics().waiting < index + 1 and time.monotonic() < deadline:
+            time.sleep(0.001)
+    release.set()
+    for thread in [first, *threads]:
+        thread.join(5)
+    assert order == [f"c{index}" for index in range(8)]
+    stats = controller.statistics()
+    assert (stats.active, stats.waiting, stats.max_active) == (0, 0, 1)
+
+
+def test_many_threads_hammering_one_controller_never_exceed_the_limit() -> None:
+    """Four event loops in four threads, 200 slots each at limit 3: at most 3 held, none lost."""
+    import threading
+
+    controller = ConcurrencyController(3)
+    peak = 0
+    held = 0
+    lock = threading.Lock()
+
+    async def hammer() -> None:
+        nonlocal peak, held
+
+        async def one() -> None:
+            nonlocal peak, held
+            async with controller.slot():
+                with lock:
+                    held += 1
+                    peak = max(peak, held)
+                await anyio.sleep(0.0005)
+                with lock:
+                    held -= 1
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(200):
+                tg.start_soon(one)
+
+    threads = [threading.Thread(target=anyio.run, args=(hammer,)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    stats = controller.statistics()
+    assert peak == 3 and stats.max_active == 3
+    assert (stats.active, stats.waiting, stats.granted) == (0, 0, 800)

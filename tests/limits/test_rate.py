@@ -63,3 +63,32 @@ async def test_cancelled_waiter_takes_nothing() -> None:
     start = anyio.current_time()
     await limiter.acquire()  # the cancelled one took no request from the bucket
     assert anyio.current_time() - start < 0.1
+
+
+def test_one_bucket_is_shared_by_event_loops_in_threads() -> None:
+    """Two loops in two threads draw from one bucket: together they wait for the overdraft."""
+    import threading
+    import time
+
+    limiter = RateLimiter(requests_per_minute=6_000)  # 100 per second, burst of 6,000
+    errors: list[BaseException] = []
+
+    async def draw(n: int) -> None:
+        for _ in range(n):
+            await limiter.acquire()
+
+    def in_thread() -> None:
+        try:
+            anyio.run(draw, 3_050)
+        except BaseException as exc:
+            errors.append(exc)
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=in_thread) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    elapsed = time.monotonic() - started
+    assert not errors
+    assert 0.9 <= elapsed < 2.0  # 100 requests over the burst, at 100 per second
