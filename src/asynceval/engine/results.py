@@ -18,7 +18,8 @@ from types import TracebackType
 from typing import IO, Any
 
 import anyio
-import anyio.to_thread
+
+from ..runtime import Writer, process_writer
 
 
 def _json_default(value: Any) -> Any:
@@ -101,21 +102,21 @@ def successful_reports(path: str | PathLike[str]) -> dict[tuple[str, int], dict[
 class ResultsFile:
     """Append-only results of a run; use as `async with ResultsFile(path, header) as results:`.
 
-    Writers commit in groups: whoever holds the write lock writes every report queued so far in one
-    worker-thread call, and the writers queued behind it find their line already on disk.
+    Lines go through the runtime's writer thread, which commits in groups: reports finishing at
+    the same time share one write and one flush, and each `write` returns once its line is on disk.
     """
 
-    def __init__(self, path: str | PathLike[str], header: Mapping[str, Any]) -> None:
+    def __init__(
+        self, path: str | PathLike[str], header: Mapping[str, Any], writer: Writer | None = None
+    ) -> None:
         self.path = os.fspath(path)
         self.header = {"type": "header", **header}
         self.written = 0
         self._file: IO[bytes] | None = None
-        self._queued: list[bytes] = []
-        self._next_seq = 0  # reports queued so far
-        self._lock = anyio.Lock()
+        self._writer = writer if writer is not None else process_writer()
 
     async def __aenter__(self) -> ResultsFile:
-        self._file = await anyio.to_thread.run_sync(self._open)
+        self._file = await self._writer.run(self._open)
         return self
 
     def _open(self) -> IO[bytes]:
@@ -136,26 +137,11 @@ class ResultsFile:
         """Append one report; returns once its line is written and flushed."""
         if self._file is None:
             raise RuntimeError("ResultsFile is not open (use `async with`)")
-        self._queued.append(encode_line(report))  # here, so one bad report spoils no batch
-        self._next_seq += 1
-        mine = self._next_seq
-        async with self._lock:
-            if self.written >= mine:
-                return  # an earlier writer's batch carried this report
-            await self._flush_queued()
-
-    async def _flush_queued(self) -> None:
-        batch, self._queued = self._queued, []
-        if batch:
-            # Shielded: a batch, once begun, is written whole and counted, cancelled or not.
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self._write_batch, batch)
-                self.written += len(batch)
-
-    def _write_batch(self, lines: list[bytes]) -> None:
-        assert self._file is not None
-        self._file.write(b"".join(lines))
-        self._file.flush()
+        line = encode_line(report)  # here, so one bad report spoils no batch
+        # Shielded: a line handed over is written whole and counted, cancelled or not.
+        with anyio.CancelScope(shield=True):
+            await self._writer.write(self._file, line)
+            self.written += 1
 
     async def __aexit__(
         self,
@@ -163,9 +149,7 @@ class ResultsFile:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        with anyio.CancelScope(shield=True):  # whatever was handed to write() reaches the disk
-            async with self._lock:
-                await self._flush_queued()
-            if self._file is not None:
-                await anyio.to_thread.run_sync(self._file.close)
-                self._file = None
+        file, self._file = self._file, None
+        if file is not None:
+            with anyio.CancelScope(shield=True):  # after every line handed over before it
+                await self._writer.run(file.close)

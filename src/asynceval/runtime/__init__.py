@@ -4,13 +4,17 @@ from ._bridge import Bridge, bridge_scope, current_bridge, from_thread
 from ._pools import EndpointKey, create_client
 from ._runtime import Runtime
 from ._runtime import _reset_default as _reset_default
+from ._writer import Writer
+from ._writer import writer as process_writer
 
 __all__ = [
     "Bridge",
     "EndpointKey",
     "Runtime",
+    "Writer",
     "bridge_scope",
     "create_client",
     "current_bridge",
     "from_thread",
+    "process_writer",
 ]

@@ -21,6 +21,7 @@ from .. import events
 from ..config import Settings
 from ..limits import ConcurrencyController, RateLimiter, RetryPolicy
 from ._pools import Pools
+from ._writer import Writer, writer
 
 if TYPE_CHECKING:
     from ..sim import SimProvider
@@ -57,6 +58,7 @@ class Runtime:
         )
         self.retry_policy = RetryPolicy.from_settings(self.settings)
         self.pools = Pools(self.limiter.limit)
+        self.writer: Writer = writer()  # files are process-wide: one writer thread for all
         self._sim: SimProvider | None = None
         self._sim_lock = threading.Lock()
         self._tokens: list[Token[Runtime | None]] = []

@@ -1,0 +1,165 @@
+"""The writer thread: one daemon thread that appends to the files a process writes as it runs.
+
+Results files (and, through `events`, the events file) hand it bytes; it writes whatever has
+queued up in one go per file, flushes each file once per batch, then tells each caller its bytes
+are on disk. So writers waiting at the same time share one write and one flush (group commit),
+the event loop never blocks on the disk, and the order of submission is the order on disk. At
+interpreter exit, whatever was handed over is written before the process ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import queue
+import threading
+from collections.abc import Callable
+from typing import IO, Any
+
+Done = Callable[[BaseException | None], None]
+
+
+class _Job:
+    __slots__ = ("data", "done", "file", "func")
+
+    def __init__(
+        self,
+        file: IO[bytes] | None,
+        data: bytes,
+        func: Callable[[], Any] | None,
+        done: Done | None,
+    ) -> None:
+        self.file = file
+        self.data = data
+        self.func = func
+        self.done = done
+
+
+class Writer:
+    """Appends to files from one daemon thread, started on first use (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._pending = 0
+
+    def submit(self, file: IO[bytes], data: bytes, done: Done | None = None) -> None:
+        """Append `data` to `file` soon; `done(None)` (or `done(error)`) in the writer thread
+        once it is flushed. Never blocks."""
+        self._put(_Job(file, data, None, done))
+
+    def call(self, func: Callable[[], Any], done: Done | None = None) -> None:
+        """Run `func` in the writer thread, in order with the writes (opening, closing files)."""
+        self._put(_Job(None, b"", func, done))
+
+    async def write(self, file: IO[bytes], data: bytes) -> None:
+        """Append `data` to `file` and return once it is flushed (errors are raised here)."""
+        await self._wait(lambda done: self.submit(file, data, done))
+
+    async def run(self, func: Callable[[], Any]) -> Any:
+        """`func()` in the writer thread, after everything submitted before it."""
+        result: list[Any] = []
+        await self._wait(lambda done: self.call(lambda: result.append(func()), done))
+        return result[0]
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait (blocking) until everything handed over so far is written; False on timeout."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._pending == 0, timeout)
+
+    async def _wait(self, start: Callable[[Done], None]) -> None:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+
+        def settle(error: BaseException | None) -> None:
+            if not future.done():
+                if error is None:
+                    future.set_result(None)
+                else:
+                    future.set_exception(error)
+
+        def done(error: BaseException | None) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop has ended: nobody waits any more
+                loop.call_soon_threadsafe(settle, error)
+
+        start(done)
+        await future
+
+    def _put(self, job: _Job) -> None:
+        with self._lock:
+            self._pending += 1
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._work, name="asynceval writer", daemon=True
+                )
+                self._thread.start()
+        self._jobs.put(job)
+
+    def _work(self) -> None:
+        while True:
+            batch = [self._jobs.get()]
+            while True:
+                try:
+                    batch.append(self._jobs.get_nowait())
+                except queue.Empty:
+                    break
+            self._run_batch(batch)
+            with self._idle:
+                self._pending -= len(batch)
+                if self._pending == 0:
+                    self._idle.notify_all()
+
+    def _run_batch(self, batch: list[_Job]) -> None:
+        """Writes in order, grouped per file between calls; one flush per file; then `done`s."""
+        errors: dict[int, BaseException | None] = {}
+        group: list[_Job] = []
+        for job in batch:
+            if job.func is None:
+                group.append(job)
+                continue
+            self._write_group(group, errors)
+            group = []
+            try:
+                job.func()
+                errors[id(job)] = None
+            except BaseException as exc:  # handed to the waiting caller
+                errors[id(job)] = exc
+        self._write_group(group, errors)
+        for job in batch:
+            if job.done is not None:
+                job.done(errors.get(id(job)))
+
+    @staticmethod
+    def _write_group(group: list[_Job], errors: dict[int, BaseException | None]) -> None:
+        by_file: dict[int, list[_Job]] = {}
+        for job in group:
+            by_file.setdefault(id(job.file), []).append(job)
+        for jobs in by_file.values():
+            file = jobs[0].file
+            assert file is not None
+            try:
+                file.write(b"".join(job.data for job in jobs))
+                file.flush()
+                error: BaseException | None = None
+            except BaseException as exc:
+                error = exc
+            for job in jobs:
+                errors[id(job)] = error
+
+
+_writer: Writer | None = None
+_writer_lock = threading.Lock()
+
+
+def writer() -> Writer:
+    """The process's writer thread (one for every runtime: files are process-wide)."""
+    global _writer
+    if _writer is None:
+        with _writer_lock:
+            if _writer is None:
+                _writer = Writer()
+                atexit.register(_writer.flush, 10.0)
+    return _writer
