@@ -29,7 +29,8 @@ import anyio
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
-from asynceval import ConcurrencyController, OpenAIChatModel, Settings, configure_logging
+from asynceval import OpenAIChatModel, Settings, configure_logging
+from asynceval.limits import ConcurrencyController
 from asynceval.sim import SimConfig, SimProvider
 
 BODY = {"model": "sim", "messages": [{"role": "user", "content": "What is 2 + 2?"}]}

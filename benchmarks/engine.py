@@ -28,14 +28,8 @@ import anyio
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
-from asynceval import (
-    Benchmark,
-    ConcurrencyController,
-    OpenAIChatModel,
-    Settings,
-    Task,
-    configure_logging,
-)
+from asynceval import Benchmark, OpenAIChatModel, Settings, Task, configure_logging
+from asynceval.limits import ConcurrencyController
 from asynceval.sim import SimConfig
 
 sys.path.insert(0, str(Path(__file__).parent))

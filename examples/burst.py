@@ -18,7 +18,7 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-from asynceval import ConcurrencyController, OpenAIChatModel, Settings, configure_logging
+from asynceval import OpenAIChatModel, Runtime, Settings, configure_logging
 
 AGENTS = ["judge-strict", "judge-lenient", "judge-expert"]
 DIMENSIONS = [
@@ -61,9 +61,9 @@ def main() -> None:
 
 
 async def burst(settings: Settings, log_path: Path, lines_before: int) -> None:
-    controller = ConcurrencyController.from_settings(settings)
     opinions: dict[tuple[str, str], str] = {}
-    async with OpenAIChatModel(settings=settings, controller=controller) as model:
+    async with Runtime(settings) as runtime, OpenAIChatModel() as model:
+        controller = runtime.limiter  # the process's limit, shared by every model using it
 
         async def judge(agent: str, dimension: str) -> None:
             completion = await model.generate(

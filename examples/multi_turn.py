@@ -36,15 +36,8 @@ from typing import Any
 
 import anyio
 
-from asynceval import (
-    Benchmark,
-    OpenAIChatModel,
-    PriorityQueue,
-    Task,
-    TaskProtocol,
-    TaskQueue,
-    TimeoutAction,
-)
+from asynceval import Benchmark, OpenAIChatModel, PriorityQueue, Task, TaskProtocol, TimeoutAction
+from asynceval.engine import TaskQueue
 
 SYSTEM = (
     "You are a calculator assistant. Answer arithmetic questions with the number only. "

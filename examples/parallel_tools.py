@@ -32,7 +32,8 @@ from typing import Any
 
 import anyio
 
-from asynceval import Benchmark, OpenAIChatModel, Task, Tool, ToolCall, ToolExecutor
+from asynceval import Benchmark, OpenAIChatModel, Task, Tool, ToolExecutor
+from asynceval.llm import ToolCall
 
 SERVICE_LATENCY_S = 0.2
 MAX_ROUNDS = 4  # model calls per task at most: tool rounds, then the answer

@@ -26,7 +26,8 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from asynceval import AgentError, Benchmark, ChatModel, OpenAIChatModel, Settings, Task
+from asynceval import Benchmark, ChatModel, OpenAIChatModel, Settings, Task
+from asynceval.errors import AgentError
 
 REQUESTS_PER_MINUTE = 120
 N_TASKS = 32

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from asynceval import ConfigError, Settings
+from asynceval import Settings
+from asynceval.errors import ConfigError
 
 
 def test_defaults_match_the_contract() -> None:

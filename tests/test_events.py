@@ -9,7 +9,8 @@ from pathlib import Path
 import structlog
 from pydantic import SecretStr
 
-from asynceval import Settings, bind_context, configure_logging, events, register_secret
+from asynceval import Settings, configure_logging, events
+from asynceval.events import bind_context, register_secret
 
 from .conftest import EventLog
 

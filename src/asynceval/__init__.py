@@ -1,131 +1,142 @@
 """asynceval: an asyncio-native engine for running LLM and agent evaluations.
 
-Every LLM call goes through one bounded funnel (`ConcurrencyController`), retries with exponential
-backoff (`RetryPolicy`), and writes structured JSON events (`configure_logging`). Limits come from
-`Settings` (environment and `.env`).
+The root holds what a benchmark is written with; the rest lives in public submodules:
+`asynceval.errors` (every exception), `asynceval.events` (event output), `asynceval.engine`
+(queues, reports, results files), `asynceval.limits` (limiter, rate buckets, retry policy),
+`asynceval.llm` (models, completions, usage), `asynceval.runtime`, `asynceval.agents`,
+`asynceval.tools`, `asynceval.evaluation` and `asynceval.sim`. Names that used to be at the root
+still work for one release, with a DeprecationWarning naming their new home.
 """
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from typing import Any
 
 from .agents import SyncAgent
 from .config import Settings
 from .engine import (
-    REPORT_KEYS,
     AdaptiveQueue,
     Benchmark,
     BenchmarkCallback,
-    ComponentRegistry,
-    Evaluator,
     PriorityQueue,
     SequentialQueue,
     Task,
-    TaskContext,
     TaskExecutionStatus,
     TaskProtocol,
-    TaskQueue,
     TerminationReason,
     TimeoutAction,
     current_context,
-    iter_tasks,
     load_tasks,
 )
-from .errors import (
-    AgentError,
-    AsyncEvalError,
-    AttemptTimeout,
-    ConfigError,
-    EvaluationError,
-    LLMCallFailed,
-    MalformedResponse,
-    ProviderConnectionError,
-    ProviderError,
-    RateLimited,
-    SetupError,
-    TaskEnvironmentError,
-    TaskError,
-    TaskSpecError,
-    TaskTimeoutError,
-    UserError,
-)
-from .evaluation import Dimension, JudgePanel, JudicialOpinion, PanelResult
-from .events import bind_context, configure_logging, register_secret
-from .limits import (
-    ConcurrencyController,
-    ControllerStatistics,
-    RateLimiter,
-    RetryPolicy,
-    default_controller,
-)
-from .llm import (
-    AnthropicChatModel,
-    ChatModel,
-    Completion,
-    OpenAIChatModel,
-    ToolCall,
-    Usage,
-    UsageCounter,
-    track_usage,
-)
+from .errors import AsyncEvalError, LLMCallFailed
+from .evaluation import JudgePanel
+from .events import configure_logging
+from .llm import AnthropicChatModel, ChatModel, Completion, OpenAIChatModel
+from .runtime import Runtime
 from .tools import Tool, ToolExecutor
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "REPORT_KEYS",
     "AdaptiveQueue",
-    "AgentError",
     "AnthropicChatModel",
     "AsyncEvalError",
-    "AttemptTimeout",
     "Benchmark",
     "BenchmarkCallback",
     "ChatModel",
     "Completion",
-    "ComponentRegistry",
-    "ConcurrencyController",
-    "ConfigError",
-    "ControllerStatistics",
-    "Dimension",
-    "EvaluationError",
-    "Evaluator",
     "JudgePanel",
-    "JudicialOpinion",
     "LLMCallFailed",
-    "MalformedResponse",
     "OpenAIChatModel",
-    "PanelResult",
     "PriorityQueue",
-    "ProviderConnectionError",
-    "ProviderError",
-    "RateLimited",
-    "RateLimiter",
-    "RetryPolicy",
+    "Runtime",
     "SequentialQueue",
     "Settings",
-    "SetupError",
     "SyncAgent",
     "Task",
-    "TaskContext",
-    "TaskEnvironmentError",
-    "TaskError",
     "TaskExecutionStatus",
     "TaskProtocol",
-    "TaskQueue",
-    "TaskSpecError",
-    "TaskTimeoutError",
     "TerminationReason",
     "TimeoutAction",
     "Tool",
-    "ToolCall",
     "ToolExecutor",
-    "Usage",
-    "UsageCounter",
-    "UserError",
     "__version__",
-    "bind_context",
     "configure_logging",
     "current_context",
-    "default_controller",
-    "iter_tasks",
     "load_tasks",
-    "register_secret",
-    "track_usage",
 ]
+
+# Root names of the previous release -> the public submodule that holds them now.
+_MOVED = {
+    **dict.fromkeys(
+        (
+            "AgentError",
+            "AttemptTimeout",
+            "ConfigError",
+            "EvaluationError",
+            "MalformedResponse",
+            "ProviderConnectionError",
+            "ProviderError",
+            "RateLimited",
+            "SetupError",
+            "TaskEnvironmentError",
+            "TaskError",
+            "TaskSpecError",
+            "TaskTimeoutError",
+            "UserError",
+        ),
+        "errors",
+    ),
+    **dict.fromkeys(
+        (
+            "REPORT_KEYS",
+            "ComponentRegistry",
+            "Evaluator",
+            "TaskContext",
+            "TaskQueue",
+            "iter_tasks",
+        ),
+        "engine",
+    ),
+    **dict.fromkeys(
+        ("ConcurrencyController", "ControllerStatistics", "RateLimiter", "RetryPolicy"), "limits"
+    ),
+    **dict.fromkeys(("ToolCall", "Usage", "UsageCounter", "track_usage"), "llm"),
+    **dict.fromkeys(("Dimension", "JudicialOpinion", "PanelResult"), "evaluation"),
+    **dict.fromkeys(("bind_context", "register_secret"), "events"),
+}
+
+
+def _default_controller(settings: Settings | None = None) -> Any:
+    """The previous release's per-loop default controller: now the current Runtime's limiter."""
+    return Runtime.current().limiter
+
+
+def __getattr__(name: str) -> Any:
+    if name == "default_controller":
+        warnings.warn(
+            "asynceval.default_controller is deprecated and will be removed in the next release; "
+            "use asynceval.Runtime.current().limiter",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        globals()[name] = _default_controller
+        return _default_controller
+    home = _MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module 'asynceval' has no attribute {name!r}")
+    warnings.warn(
+        f"asynceval.{name} is deprecated and will be removed in the next release; "
+        f"import it from asynceval.{home}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    value = getattr(importlib.import_module(f"asynceval.{home}"), name)
+    globals()[name] = value  # one warning per name: `from asynceval import X` looks twice
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -4,6 +4,8 @@
 AsyncEvalError
 ├── ConfigError (also a ValueError)         a setting has a bad value
 ├── TaskSpecError (also a ValueError)       a task (dict or JSONL line) is malformed
+├── OpinionParseError (also a ValueError)   a judge's answer is not a usable opinion
+├── LogFormatError (also a ValueError)      an events file line is not a JSON object
 ├── TaskError                               a task repetition failed; each maps to a report status
 │   ├── AgentError                          agent_error
 │   ├── TaskEnvironmentError                environment_error
@@ -27,6 +29,30 @@ A `ProviderError` describes one attempt and is what the retry policy looks at; c
 
 from __future__ import annotations
 
+__all__ = [
+    "RETRYABLE_STATUS_CODES",
+    "AgentError",
+    "AsyncEvalError",
+    "AttemptTimeout",
+    "ConfigError",
+    "EvaluationError",
+    "LLMCallFailed",
+    "LogFormatError",
+    "MalformedResponse",
+    "OpinionParseError",
+    "ProviderConnectionError",
+    "ProviderError",
+    "RateLimited",
+    "RepetitionExpired",
+    "RunFinished",
+    "SetupError",
+    "TaskEnvironmentError",
+    "TaskError",
+    "TaskSpecError",
+    "TaskTimeoutError",
+    "UserError",
+]
+
 # 529 is Anthropic's "overloaded", its spelling of 503.
 RETRYABLE_STATUS_CODES = frozenset({408, 429, 502, 503, 529})
 
@@ -41,6 +67,14 @@ class ConfigError(AsyncEvalError, ValueError):
 
 class TaskSpecError(AsyncEvalError, ValueError):
     """Raised when a task dict or a task file line is malformed; the message names where."""
+
+
+class OpinionParseError(AsyncEvalError, ValueError):
+    """Raised when a judge's answer, or an entry of a batched answer, is not a usable opinion."""
+
+
+class LogFormatError(AsyncEvalError, ValueError):
+    """Raised when an events file line is not a JSON object; the message names the line."""
 
 
 class TaskError(AsyncEvalError):

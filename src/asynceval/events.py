@@ -13,6 +13,8 @@ strings shaped like bearer tokens or API keys.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import re
 import sys
@@ -28,7 +30,25 @@ from pydantic import SecretStr
 from structlog.contextvars import bound_contextvars, get_contextvars, merge_contextvars
 from structlog.typing import EventDict, Processor, WrappedLogger
 
+from ._writer import writer
 from .config import Settings
+
+__all__ = [
+    "REDACTED",
+    "Observer",
+    "add_observer",
+    "bind_context",
+    "configure_logging",
+    "context_value",
+    "emit",
+    "flush",
+    "redact_secrets",
+    "register_secret",
+    "remove_observer",
+    "scrub_line",
+    "write_failures",
+]
+"""What applications use; the named emitters below (one per event) are asynceval's own."""
 
 REDACTED = "[redacted]"
 
@@ -46,6 +66,12 @@ TOOL_WAVE = "tool_wave"
 RETRY = "retry"
 TIMEOUT = "timeout"
 LLM_CALL_FAILED = "llm_call_failed"
+QUEUE_FAILED = "queue_failed"
+CALLBACK_FAILED = "callback_failed"
+BATCH_ENTRY_MALFORMED = "batch_entry_malformed"
+BATCH_ENTRIES_MISSING = "batch_entries_missing"
+JUDGE_DIMENSION_FAILED = "judge_dimension_failed"
+STRUCTURED_OUTPUT_FALLBACK = "structured_output_fallback"
 
 _SECRET_KEY = re.compile(
     r"api[-_]?key|authorization|secret|passw(or)?d|cookie|bearer|access[-_]?token|refresh[-_]?token",
@@ -60,7 +86,7 @@ _secrets: tuple[str, ...] = ()  # longest first, so a key inside a longer one go
 _write_failures = 0
 _lock = threading.Lock()
 _logger: Any = None
-_owned_file: IO[str] | None = None
+_owned_file: IO[bytes] | None = None
 
 
 def register_secret(value: str | SecretStr | None) -> None:
@@ -171,30 +197,52 @@ def _head(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> Eve
     return head
 
 
+class _FileLogger:
+    """A structlog logger appending lines to a binary file through the writer thread, so the
+    event loop never waits on the disk; the order of events is the order of the lines."""
+
+    def __init__(self, file: IO[bytes]) -> None:
+        self._file = file
+        self._writer = writer()
+
+    def msg(self, message: str) -> None:
+        self._writer.submit(self._file, (message + "\n").encode("utf-8", errors="replace"))
+
+    log = debug = info = warn = warning = err = error = exception = critical = fatal = msg
+
+
 def configure_logging(settings: Settings | None = None, *, stream: TextIO | None = None) -> None:
     """Set up asynceval's own event output: JSON (or console) lines at LOG_LEVEL.
 
-    Lines go to `stream` if given, else appended to LOG_FILE, else to stderr. Calling it again replaces
-    the previous set-up (and closes a LOG_FILE it opened). The application's logging is not touched.
+    Lines go to `stream` if given (written at once), else appended to LOG_FILE (through the
+    writer thread; `flush()` waits for them), else to stderr. `settings` defaults to the current
+    Runtime's. Calling it again replaces the previous set-up (and closes a LOG_FILE it opened).
+    The application's logging is not touched.
     """
     global _logger, _owned_file
-    settings = settings if settings is not None else Settings()
+    if settings is None:
+        from .runtime import Runtime  # the runtime reads the settings once for the process
+
+        settings = Runtime.current().settings
     register_secret(settings.llm_api_key)
     with _lock:
         previous = _owned_file
+        logger: Any
         if stream is None and settings.log_file:
-            stream = _owned_file = open(settings.log_file, "a", encoding="utf-8")  # noqa: SIM115
+            _owned_file = open(settings.log_file, "ab")  # noqa: SIM115 (closed on replacement or exit)
+            logger, output = _FileLogger(_owned_file), None
         else:
             _owned_file = None
-        output = stream if stream is not None else sys.stderr
+            output = stream if stream is not None else sys.stderr
+            logger = structlog.WriteLogger(output)
         renderer: Processor
         if settings.log_format == "console":
-            renderer = structlog.dev.ConsoleRenderer(colors=_isatty(output))
+            renderer = structlog.dev.ConsoleRenderer(colors=output is not None and _isatty(output))
         else:
             renderer = structlog.processors.JSONRenderer()
         # bind() once: wrap_logger returns a lazy proxy that would rebuild the logger per event.
         _logger = structlog.wrap_logger(
-            structlog.WriteLogger(output),
+            logger,
             wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[settings.log_level]),
             processors=[
                 merge_contextvars,
@@ -204,8 +252,26 @@ def configure_logging(settings: Settings | None = None, *, stream: TextIO | None
                 _ScrubbingRenderer(renderer),
             ],
         ).bind()
-        if previous is not None and previous is not stream:
-            previous.close()
+        if previous is not None:  # closed after the lines already handed over, before we return
+            writer().call(previous.close)
+            writer().flush(10.0)
+
+
+def _close_at_exit() -> None:
+    """At interpreter exit: every event handed over is written, and the events file closed."""
+    writer().flush(10.0)
+    file = _owned_file
+    if file is not None:
+        with contextlib.suppress(OSError):
+            file.close()
+
+
+atexit.register(_close_at_exit)
+
+
+def flush(timeout: float | None = None) -> bool:
+    """Wait until every event handed to the writer thread is in the events file (blocking)."""
+    return writer().flush(timeout)
 
 
 def ensure_logging(settings: Settings) -> None:
@@ -229,7 +295,7 @@ def _log() -> Any:
         try:
             configure_logging()
         except ValueError:  # a bad setting in the environment: still write the events somewhere
-            configure_logging(Settings.model_construct())
+            configure_logging(Settings.model_construct())  # defaults, not the environment
     return _logger
 
 
@@ -281,7 +347,8 @@ def context_value(key: str) -> Any:
 
 
 def emit(event: str, level: str = "info", **fields: Any) -> None:
-    """Write one event; prefer the named emitters below, which fix each event's fields."""
+    """Write an event of the application's own (asynceval's events each have a named emitter
+    below, which fixes their fields)."""
     _write(level, event, fields)
 
 
@@ -390,3 +457,55 @@ def task_finished(
         TASK_FINISHED,
         {"task_id": task_id, "repeat_idx": repeat_idx, **outcome, **timing, **fields},
     )
+
+
+def queue_failed(*, error: str) -> None:
+    """The task queue raised: no new repetitions start; its error is raised after the run."""
+    _write("error", QUEUE_FAILED, {"error": error})
+
+
+def callback_failed(*, callback: str, hook: str, error: str) -> None:
+    """A callback raised; the run goes on."""
+    _write("warning", CALLBACK_FAILED, {"callback": callback, "hook": hook, "error": error})
+
+
+def tool_wave(
+    *,
+    tools: list[str],
+    concurrent: bool,
+    reason: str,
+    next_tool: str | None = None,
+    resources: list[str] | None = None,
+) -> None:
+    """One wave of tool calls run together, and why it ended (exclusive, conflict or end)."""
+    fields: dict[str, Any] = {"tools": tools, "concurrent": concurrent, "reason": reason}
+    if next_tool is not None:
+        fields["next_tool"] = next_tool
+    if resources is not None:
+        fields["resources"] = resources
+    _write("debug", TOOL_WAVE, fields)
+
+
+def batch_entry_malformed(*, agent: str, dimension: str | None, raw: Any, error: str) -> None:
+    """A batched judge answer held an unusable entry; that dimension is asked again alone."""
+    fields = {"agent": agent, "dimension": dimension, "raw": raw, "error": error}
+    _write("warning", BATCH_ENTRY_MALFORMED, fields)
+
+
+def batch_entries_missing(*, agent: str, dimensions: list[str]) -> None:
+    """A batched judge answer left dimensions out; each is asked again alone."""
+    _write("warning", BATCH_ENTRIES_MISSING, {"agent": agent, "dimensions": dimensions})
+
+
+def judge_dimension_failed(
+    *, agent: str, dimension: str, status_code: int | None, error: str
+) -> None:
+    """A judge gave no opinion on a dimension after every retry; its score is None."""
+    fields = {"agent": agent, "dimension": dimension, "status_code": status_code}
+    _write("error", JUDGE_DIMENSION_FAILED, {**fields, "error": error})
+
+
+def structured_output_fallback(*, agent: str, status_code: int | None, error: str) -> None:
+    """The provider refused JSON-schema output; the panel asks for JSON in the prompt instead."""
+    fields = {"agent": agent, "status_code": status_code, "error": error}
+    _write("warning", STRUCTURED_OUTPUT_FALLBACK, fields)

@@ -9,15 +9,10 @@ from typing import Any
 import httpx
 import pytest
 
-from asynceval import (
-    AgentError,
-    Benchmark,
-    ConcurrencyController,
-    OpenAIChatModel,
-    Settings,
-    Task,
-)
+from asynceval import Benchmark, OpenAIChatModel, Settings, Task
 from asynceval.agents import SyncAgent
+from asynceval.errors import AgentError
+from asynceval.limits import ConcurrencyController
 from asynceval.sim import SimConfig
 
 from ..conftest import EventLog

@@ -13,19 +13,18 @@ import pytest
 
 from asynceval import (
     AdaptiveQueue,
-    AgentError,
     Benchmark,
     BenchmarkCallback,
-    ConcurrencyController,
     OpenAIChatModel,
     PriorityQueue,
     SequentialQueue,
     Settings,
     Task,
     TaskProtocol,
-    TaskSpecError,
 )
 from asynceval.engine import read_records, successful_pairs
+from asynceval.errors import AgentError, TaskSpecError
+from asynceval.limits import ConcurrencyController
 from asynceval.sim import SimConfig
 
 

@@ -14,22 +14,18 @@ import anyio.lowlevel
 import pytest
 
 from asynceval import (
-    REPORT_KEYS,
-    AgentError,
     Benchmark,
     BenchmarkCallback,
-    ConcurrencyController,
     OpenAIChatModel,
     Settings,
     Task,
-    TaskEnvironmentError,
     TaskProtocol,
-    TaskQueue,
     TimeoutAction,
-    UserError,
     current_context,
 )
-from asynceval.engine import read_records
+from asynceval.engine import REPORT_KEYS, TaskQueue, read_records
+from asynceval.errors import AgentError, TaskEnvironmentError, UserError
+from asynceval.limits import ConcurrencyController
 from asynceval.sim import SimConfig
 
 from ..conftest import EventLog

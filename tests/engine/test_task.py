@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from asynceval import TaskSpecError
 from asynceval.engine import Task, TaskProtocol, TimeoutAction, iter_tasks, load_tasks
+from asynceval.errors import TaskSpecError
 
 
 def test_ids_are_uuid_strings_by_default_and_unique() -> None:

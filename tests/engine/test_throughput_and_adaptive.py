@@ -10,16 +10,9 @@ from typing import Any
 import anyio
 import pytest
 
-from asynceval import (
-    AdaptiveQueue,
-    Benchmark,
-    ConcurrencyController,
-    OpenAIChatModel,
-    Settings,
-    Task,
-    configure_logging,
-)
+from asynceval import AdaptiveQueue, Benchmark, OpenAIChatModel, Settings, Task, configure_logging
 from asynceval.engine.adaptive import probability_correct
+from asynceval.limits import ConcurrencyController
 from asynceval.sim import SimConfig
 
 N, LATENCY, LIMIT = 500, 0.05, 50

@@ -10,7 +10,8 @@ from typing import Any
 
 import httpx
 
-from asynceval import ConcurrencyController, OpenAIChatModel, Settings
+from asynceval import OpenAIChatModel, Settings
+from asynceval.limits import ConcurrencyController
 
 AGENTS = ["judge-strict", "judge-lenient", "judge-expert"]
 DIMENSIONS = [f"dim{i}" for i in range(10)]

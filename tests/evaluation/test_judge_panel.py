@@ -16,8 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
-from asynceval import ConcurrencyController, OpenAIChatModel, Settings, Task
+from asynceval import OpenAIChatModel, Settings, Task
 from asynceval.evaluation import Dimension, JudgePanel, JudicialOpinion, PanelResult
+from asynceval.limits import ConcurrencyController
 from asynceval.sim import SimConfig
 
 from ..conftest import EventLog

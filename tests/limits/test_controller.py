@@ -8,7 +8,7 @@ import anyio.to_thread
 import pytest
 from anyio import wait_all_tasks_blocked
 
-from asynceval import ConcurrencyController
+from asynceval.limits import ConcurrencyController
 
 from ..conftest import EventLog
 

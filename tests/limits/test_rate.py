@@ -4,7 +4,7 @@ import anyio
 import pytest
 from anyio import wait_all_tasks_blocked
 
-from asynceval import RateLimiter
+from asynceval.limits import RateLimiter
 
 
 def test_limits_below_one_are_refused() -> None:

@@ -4,7 +4,8 @@ import anyio
 import pytest
 from tenacity import RetryCallState
 
-from asynceval import ProviderError, RateLimited, RetryPolicy
+from asynceval.errors import ProviderError, RateLimited
+from asynceval.limits import RetryPolicy
 
 
 async def _delays(policy: RetryPolicy, errors: list[Exception]) -> tuple[list[float], int]:

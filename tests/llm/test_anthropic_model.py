@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from asynceval import AnthropicChatModel, ConcurrencyController, LLMCallFailed, Settings
+from asynceval import AnthropicChatModel, LLMCallFailed, Settings
+from asynceval.limits import ConcurrencyController
 from asynceval.llm.anthropic import to_anthropic_messages
 from asynceval.sim import SimConfig
 

@@ -13,17 +13,9 @@ import anyio.to_thread
 import httpx
 import pytest
 
-from asynceval import (
-    ConcurrencyController,
-    ConfigError,
-    LLMCallFailed,
-    OpenAIChatModel,
-    ProviderConnectionError,
-    RateLimiter,
-    Settings,
-    configure_logging,
-    events,
-)
+from asynceval import LLMCallFailed, OpenAIChatModel, Settings, configure_logging, events
+from asynceval.errors import ConfigError, ProviderConnectionError
+from asynceval.limits import ConcurrencyController, RateLimiter
 from asynceval.llm._http import parse_retry_after
 from asynceval.sim import SimConfig
 

@@ -12,7 +12,8 @@ import httpx
 import openai
 import pytest
 
-from asynceval import ConcurrencyController, OpenAIChatModel, Settings
+from asynceval import OpenAIChatModel, Settings
+from asynceval.limits import ConcurrencyController
 
 from ..conftest import EventLog
 

@@ -9,15 +9,10 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from asynceval import (
-    ConcurrencyController,
-    LLMCallFailed,
-    MalformedResponse,
-    OpenAIChatModel,
-    ProviderConnectionError,
-    Settings,
-    track_usage,
-)
+from asynceval import LLMCallFailed, OpenAIChatModel, Settings
+from asynceval.errors import MalformedResponse, ProviderConnectionError
+from asynceval.limits import ConcurrencyController
+from asynceval.llm import track_usage
 from asynceval.sim import SimConfig
 
 from ..conftest import EventLog
@@ -296,7 +291,7 @@ async def test_2000_calls_cancelled_at_random_leave_no_slot_held(event_log: Even
 
 
 async def test_requests_per_minute_limit_applies_to_model_calls() -> None:
-    from asynceval import RateLimiter
+    from asynceval.limits import RateLimiter
 
     limiter = RateLimiter(requests_per_minute=120)  # a burst of 120, then 2 per second
     model = OpenAIChatModel(

@@ -8,7 +8,9 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from asynceval import ConcurrencyController, OpenAIChatModel, Settings, track_usage
+from asynceval import OpenAIChatModel, Settings
+from asynceval.limits import ConcurrencyController
+from asynceval.llm import track_usage
 from asynceval.sim import SimConfig
 
 from ..conftest import EventLog

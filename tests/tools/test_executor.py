@@ -16,7 +16,8 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from asynceval import Benchmark, Settings, Task, ToolCall
+from asynceval import Benchmark, Settings, Task
+from asynceval.llm import ToolCall
 from asynceval.runtime import _reset_default
 from asynceval.tools import Tool, ToolExecutor
 

@@ -13,11 +13,8 @@ from dataclasses import asdict, dataclass, field
 from os import PathLike
 from typing import Any
 
+from ..errors import LogFormatError as LogFormatError
 from .summary import percentile
-
-
-class LogFormatError(ValueError):
-    """An event log line that is not a JSON object; the message names the line."""
 
 
 @dataclass

@@ -71,9 +71,7 @@ class CallbackRunner:
                     if inspect.isawaitable(result):
                         await result
                 except Exception as exc:
-                    events.emit(
-                        "callback_failed",
-                        "warning",
+                    events.callback_failed(
                         callback=type(callback).__name__,
                         hook=hook,
                         error=f"{type(exc).__name__}: {exc}",

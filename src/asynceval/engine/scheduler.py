@@ -146,6 +146,7 @@ class Run:
                 threads_still_running=self.threads.abandoned(),
             )
         await self.callbacks.fire("on_run_end", self.bench, self.reports)
+        await self.runtime.writer.run(_nothing)  # every event so far is in the events file
         return self.reports
 
     def _header(self, controller: ConcurrencyController) -> dict[str, Any]:
@@ -230,7 +231,7 @@ class Run:
                 self.queue.on_task_complete(task, report)
                 proceed = self.queue.should_continue()
             except Exception as exc:  # a broken queue: no new starts, raised at the end
-                events.emit("queue_failed", "error", error=f"{type(exc).__name__}: {exc}")
+                events.queue_failed(error=f"{type(exc).__name__}: {exc}")
                 self._queue_error = self._queue_error or exc
                 proceed = False
             await self.callbacks.fire("on_queue_decision", self.bench, self.queue, proceed)
@@ -244,6 +245,10 @@ class Run:
                 await self.callbacks.fire("on_task_end", self.bench, task, state.reports)
         finally:
             slots.release()
+
+
+def _nothing() -> None:
+    """A job for the writer thread that only marks a point: awaiting it waits for the rest."""
 
 
 def _runtime_for(bench: Benchmark) -> Runtime:

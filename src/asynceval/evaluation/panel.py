@@ -211,9 +211,7 @@ class JudgePanel:
             return self._dimensions  # the gateway logged the failure; try them one by one
         reading = read_batch(completion.text, ids)
         for bad in reading.malformed:
-            events.emit(
-                "batch_entry_malformed",
-                "warning",
+            events.batch_entry_malformed(
                 agent=agent,
                 dimension=bad.criterion_id,
                 raw=bad.raw,
@@ -227,7 +225,7 @@ class JudgePanel:
         malformed = {bad.criterion_id for bad in reading.malformed}
         missing = [d.id for d in pending if d.id not in malformed]
         if missing:
-            events.emit("batch_entries_missing", "warning", agent=agent, dimensions=missing)
+            events.batch_entries_missing(agent=agent, dimensions=missing)
         return pending
 
     async def _individual(self, run: _Evaluation, agent: str, dimension: Dimension) -> None:
@@ -302,9 +300,7 @@ class JudgePanel:
             "error": error,
         }
         run.errors.append(entry)
-        events.emit(
-            "judge_dimension_failed",
-            "error",
+        events.judge_dimension_failed(
             agent=agent,
             dimension=dimension.id,
             status_code=status_code,
@@ -315,9 +311,7 @@ class JudgePanel:
         """Stop asking for structured output, for the rest of the panel's life (logged once)."""
         if self._structured:
             self._structured = False
-            events.emit(
-                "structured_output_fallback",
-                "warning",
+            events.structured_output_fallback(
                 agent=agent,
                 status_code=error.status_code,
                 error=error.message,

@@ -14,12 +14,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ..errors import OpinionParseError as OpinionParseError
+
 RAW_LIMIT = 4000
 """Characters of a raw payload kept in a log event (a whole batched answer can be long)."""
-
-
-class OpinionParseError(ValueError):
-    """An answer, or an entry of a batched answer, that is not a usable opinion."""
 
 
 class _Entry(BaseModel):

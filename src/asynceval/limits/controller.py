@@ -7,8 +7,9 @@ ends, instead of one at a time while each of their 429s starts the next pause (t
 already wait the Retry-After).
 
 Each attempt writes `queueing`, then `acquired` and `released` (or `cancelled` when it leaves the
-line without a slot), in the order the state changed, so replaying +1 per `acquired` and -1 per
-`released` gives the true number of calls in flight. A caller cancelled while waiting takes no slot;
+line without a slot). `acquired` is written after the slot is taken and `released` before it is
+freed, so across threads and loops too, replaying +1 per `acquired` and -1 per `released` never
+counts more calls in flight than were held. A caller cancelled while waiting takes no slot;
 a holder is released on every exit path.
 
 anyio's CapacityLimiter is FIFO but cannot skip a paused endpoint's waiters, hence this queue.
@@ -343,11 +344,16 @@ class Slot:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        active = self._controller._give_back()
-        events.released(
-            agent=self.agent,
-            dimension=self.dimension,
-            call_id=self.call_id,
-            active_slots=active,
-            held_s=anyio.current_time() - self._acquired_at,
-        )
+        # Written before the slot is free: whoever takes it next (in any thread) writes its
+        # `acquired` after this line, so replaying the log never counts more than were held.
+        controller = self._controller
+        try:
+            events.released(
+                agent=self.agent,
+                dimension=self.dimension,
+                call_id=self.call_id,
+                active_slots=controller._active - 1,
+                held_s=anyio.current_time() - self._acquired_at,
+            )
+        finally:
+            controller._give_back()

@@ -1,11 +1,11 @@
 """The process's shared funnel state (`Runtime`), its per-loop pools and the sync bridge."""
 
+from .._writer import Writer
+from .._writer import writer as process_writer
 from ._bridge import Bridge, bridge_scope, current_bridge, from_thread
 from ._pools import EndpointKey, create_client
 from ._runtime import Runtime
 from ._runtime import _reset_default as _reset_default
-from ._writer import Writer
-from ._writer import writer as process_writer
 
 __all__ = [
     "Bridge",

@@ -18,10 +18,10 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from .. import events
+from .._writer import Writer, writer
 from ..config import Settings
 from ..limits import ConcurrencyController, RateLimiter, RetryPolicy
 from ._pools import Pools
-from ._writer import Writer, writer
 
 if TYPE_CHECKING:
     from ..sim import SimProvider

@@ -191,7 +191,7 @@ class ToolExecutor:
     ) -> None:
         """Run one wave to its end, at most `max_parallel` at once, started in call order."""
         concurrent = len(wave) > 1 and self.max_parallel > 1
-        events.emit(TOOL_WAVE, "debug", tools=[c.name for c in wave], concurrent=concurrent, **why)
+        events.tool_wave(tools=[c.name for c in wave], concurrent=concurrent, **why)
         if len(wave) == 1:
             results[wave[0].index] = await _invoke(wave[0])
             return
