@@ -113,9 +113,8 @@ async def test_a_bridged_calls_slot_is_freed_at_the_deadline(event_log: EventLog
     started = time.monotonic()
     reports = await _Agents(Caller, runtime=rt).run([_timed("slow", 0.3)])
     assert reports[0]["status"] == "task_timeout"
-    with anyio.fail_after(1):
-        while rt.limiter.statistics().active:
-            await anyio.sleep(0.01)
+    await anyio.sleep(0.1)  # the cancelled call leaves its slot on its next loop turn
+    assert rt.limiter.statistics().active == 0
     assert time.monotonic() - started < 1.5  # not the provider's 3 s
     assert await anyio.to_thread.run_sync(returned.wait, 2)
     assert isinstance(outcome[0], RepetitionExpired)
