@@ -70,58 +70,80 @@ def check_events(events: Iterable[dict[str, Any]], limit: int | None = None) -> 
     `retry` after it succeeded, which resolves the 429; `llm_call_failed` resolves it too (the
     failure is on record). Anything else left at the end of the log is unresolved.
     """
-    check = LogCheck(limit=limit)
-    in_flight: dict[str, int] = {}
-    current = 0
-    after_429: dict[str, str] = {}  # call_id -> "pending" | "attempt_ended"
-    calls: set[str] = set()
-    waits: list[float] = []
-    helds: list[float] = []
-    by_status: dict[str, int] = {}
+    replay = _Replay(LogCheck(limit=limit), limit is None)
     for event in events:
+        replay.feed(event)
+    return replay.finish()
+
+
+class _Replay:
+    """The state of a replay: calls in flight, 429s awaiting their outcome, waits and holds."""
+
+    def __init__(self, check: LogCheck, limit_from_log: bool) -> None:
+        self.check = check
+        self.limit_from_log = limit_from_log
+        self.in_flight: dict[str, int] = {}
+        self.current = 0
+        self.after_429: dict[str, str] = {}  # call_id -> "pending" | "attempt_ended"
+        self.calls: set[str] = set()
+        self.waits: list[float] = []
+        self.helds: list[float] = []
+        self.by_status: dict[str, int] = {}
+
+    def feed(self, event: dict[str, Any]) -> None:
+        check = self.check
         check.events += 1
         name = event.get("event")
         call_id = str(event.get("call_id"))
-        if name == "run_started" and limit is None:
+        if name == "run_started" and self.limit_from_log:
             value = event.get("max_concurrent_llm_calls")
             if isinstance(value, int):
                 check.limit = value
         elif name == "acquired":
-            calls.add(call_id)
-            in_flight[call_id] = in_flight.get(call_id, 0) + 1
-            current += 1
-            check.max_in_flight = max(check.max_in_flight, current)
-            if isinstance(event.get("wait_s"), int | float):
-                waits.append(float(event["wait_s"]))
+            self._acquired(call_id, event)
         elif name == "released":
-            if in_flight.get(call_id, 0) <= 0:
-                check.unbalanced.append(call_id)
-            else:
-                in_flight[call_id] -= 1
-                current -= 1
-            if isinstance(event.get("held_s"), int | float):
-                helds.append(float(event["held_s"]))
-            if call_id in after_429:
-                after_429[call_id] = "attempt_ended"  # a success, unless a retry follows
+            self._released(call_id, event)
         elif name == "retry":
             check.retries += 1
             status = event.get("status_code")
-            by_status[str(status)] = by_status.get(str(status), 0) + 1
-            if status == 429 or call_id in after_429:
-                after_429[call_id] = "pending"
+            self.by_status[str(status)] = self.by_status.get(str(status), 0) + 1
+            if status == 429 or call_id in self.after_429:
+                self.after_429[call_id] = "pending"
         elif name == "timeout":
             check.timeouts += 1
         elif name == "llm_call_failed":
             check.failed_calls += 1
-            after_429.pop(call_id, None)
-    check.unresolved_429 = [c for c, state in after_429.items() if state == "pending"]
-    check.calls = len(calls)
-    check.retries_by_status = by_status
-    if check.limit is not None:
-        check.limit_held = check.max_in_flight <= check.limit
-    check.unbalanced += [c for c, n in in_flight.items() if n > 0]
-    check.queue_wait_p50_s = percentile(waits, 0.5)
-    check.queue_wait_p95_s = percentile(waits, 0.95)
-    check.held_p50_s = percentile(helds, 0.5)
-    check.held_p95_s = percentile(helds, 0.95)
-    return check
+            self.after_429.pop(call_id, None)
+
+    def _acquired(self, call_id: str, event: dict[str, Any]) -> None:
+        self.calls.add(call_id)
+        self.in_flight[call_id] = self.in_flight.get(call_id, 0) + 1
+        self.current += 1
+        self.check.max_in_flight = max(self.check.max_in_flight, self.current)
+        if isinstance(event.get("wait_s"), int | float):
+            self.waits.append(float(event["wait_s"]))
+
+    def _released(self, call_id: str, event: dict[str, Any]) -> None:
+        if self.in_flight.get(call_id, 0) <= 0:
+            self.check.unbalanced.append(call_id)
+        else:
+            self.in_flight[call_id] -= 1
+            self.current -= 1
+        if isinstance(event.get("held_s"), int | float):
+            self.helds.append(float(event["held_s"]))
+        if call_id in self.after_429:
+            self.after_429[call_id] = "attempt_ended"  # a success, unless a retry follows
+
+    def finish(self) -> LogCheck:
+        check = self.check
+        check.unresolved_429 = [c for c, state in self.after_429.items() if state == "pending"]
+        check.calls = len(self.calls)
+        check.retries_by_status = self.by_status
+        if check.limit is not None:
+            check.limit_held = check.max_in_flight <= check.limit
+        check.unbalanced += [c for c, n in self.in_flight.items() if n > 0]
+        check.queue_wait_p50_s = percentile(self.waits, 0.5)
+        check.queue_wait_p95_s = percentile(self.waits, 0.95)
+        check.held_p50_s = percentile(self.helds, 0.5)
+        check.held_p95_s = percentile(self.helds, 0.95)
+        return check

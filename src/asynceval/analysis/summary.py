@@ -84,6 +84,41 @@ def summarize(records: Iterable[Mapping[str, Any]], wall_s: float | None = None)
     of several reports for one (task_id, repeat_idx), as after a resume, the last one counts.
     Without `wall_s`, the wall time runs from the first header's start to the last report."""
     summary = Summary(wall_s=wall_s)
+    latest = _latest_reports(records, summary)
+    statuses: Counter[str] = Counter()
+    reasons: Counter[str] = Counter()
+    durations: list[float] = []
+    for record in latest:
+        summary.repetitions += 1
+        status = str(record.get("status"))
+        statuses[status] += 1
+        if record.get("termination_reason"):
+            reasons[str(record["termination_reason"])] += 1
+        summary.infrastructure_errors += status in INFRASTRUCTURE
+        summary.timeouts += status == "task_timeout"
+        score = report_score(record)
+        if score is not None:
+            summary.scored += 1
+            summary.passed += score
+        _add_usage(summary, record.get("usage") or {})
+        duration = (record.get("timing") or {}).get("duration_s")
+        if isinstance(duration, int | float):
+            durations.append(float(duration))
+    summary.statuses = dict(statuses.most_common())
+    summary.termination_reasons = dict(reasons.most_common())
+    if summary.scored:
+        summary.pass_rate = summary.passed / summary.scored
+        summary.pass_rate_ci95 = wilson_interval(summary.passed, summary.scored)
+    summary.duration_p50_s = percentile(durations, 0.50)
+    summary.duration_p95_s = percentile(durations, 0.95)
+    return summary
+
+
+def _latest_reports(
+    records: Iterable[Mapping[str, Any]], summary: Summary
+) -> list[Mapping[str, Any]]:
+    """The last report of each (task_id, repeat_idx); counts the runs (headers) into `summary`
+    and, unless it has one, its wall time from the first start to the last report."""
     latest: dict[tuple[Any, Any], Mapping[str, Any]] = {}
     first_start: float | None = None
     last_end: float | None = None
@@ -100,36 +135,11 @@ def summarize(records: Iterable[Mapping[str, Any]], wall_s: float | None = None)
             last_end = float(end) if last_end is None else max(last_end, float(end))
     if summary.wall_s is None and first_start is not None and last_end is not None:
         summary.wall_s = max(0.0, last_end - first_start)
-    statuses: Counter[str] = Counter()
-    reasons: Counter[str] = Counter()
-    durations: list[float] = []
-    for record in latest.values():
-        summary.repetitions += 1
-        status = str(record.get("status"))
-        statuses[status] += 1
-        if record.get("termination_reason"):
-            reasons[str(record["termination_reason"])] += 1
-        if status in INFRASTRUCTURE:
-            summary.infrastructure_errors += 1
-        if status == "task_timeout":
-            summary.timeouts += 1
-        score = report_score(record)
-        if score is not None:
-            summary.scored += 1
-            summary.passed += score
-        usage = record.get("usage") or {}
-        summary.llm_calls += int(usage.get("llm_calls", 0))
-        summary.retries += int(usage.get("retries", 0))
-        summary.prompt_tokens += int(usage.get("prompt_tokens", 0))
-        summary.completion_tokens += int(usage.get("completion_tokens", 0))
-        duration = (record.get("timing") or {}).get("duration_s")
-        if isinstance(duration, int | float):
-            durations.append(float(duration))
-    summary.statuses = dict(statuses.most_common())
-    summary.termination_reasons = dict(reasons.most_common())
-    if summary.scored:
-        summary.pass_rate = summary.passed / summary.scored
-        summary.pass_rate_ci95 = wilson_interval(summary.passed, summary.scored)
-    summary.duration_p50_s = percentile(durations, 0.50)
-    summary.duration_p95_s = percentile(durations, 0.95)
-    return summary
+    return list(latest.values())
+
+
+def _add_usage(summary: Summary, usage: Mapping[str, Any]) -> None:
+    summary.llm_calls += int(usage.get("llm_calls", 0))
+    summary.retries += int(usage.get("retries", 0))
+    summary.prompt_tokens += int(usage.get("prompt_tokens", 0))
+    summary.completion_tokens += int(usage.get("completion_tokens", 0))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from ..errors import AsyncEvalError
 
-class CLIError(Exception):
+
+class CLIError(AsyncEvalError):
     """A mistake the person at the terminal can fix; printed as one line, exit status 2."""
 
     def __init__(self, message: str, exit_code: int = 2) -> None:

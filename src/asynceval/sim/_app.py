@@ -183,7 +183,18 @@ class SimProvider:
         delay = draws.delay(config)
         if delay > 0:
             await anyio.sleep(delay)
-        corruption = draws.corruption(config)
+        await self._answer(dialect, parsed, digest, attempt, draws.corruption(config), send)
+
+    async def _answer(
+        self,
+        dialect: Dialect,
+        parsed: Parsed,
+        digest: bytes,
+        attempt: int,
+        corruption: Corruption,
+        send: Send,
+    ) -> None:
+        """The 200 answer for this attempt, malformed or truncated when the draw says so."""
         if corruption is Corruption.MALFORMED:
             self._stats.record(200)
             await send_response(send, 200, _MALFORMED)
@@ -193,7 +204,7 @@ class SimProvider:
         except Exception as exc:  # a schema the generator cannot satisfy
             await self._error(send, dialect, 400, f"The simulator cannot answer this: {exc!r}")
             return
-        per_char = config.tokens_per_char
+        per_char = self.config.tokens_per_char
         usage = Usage(
             token_count(parsed.prompt_chars, per_char), token_count(reply.chars(), per_char)
         )

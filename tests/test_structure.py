@@ -1,0 +1,128 @@
+"""The code's shape, checked: layering inside engine/, events written only in events.py, every
+exception in one tree, functions of a readable length."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+from pathlib import Path
+
+import asynceval
+from asynceval.errors import AsyncEvalError
+
+SRC = Path(asynceval.__file__).parent
+
+
+def _imports(path: Path) -> set[str]:
+    """Sibling modules `path` imports at run time (inside functions too; not under
+    `if TYPE_CHECKING:`), by relative or absolute name."""
+    found: set[str] = set()
+
+    class Visitor(ast.NodeVisitor):
+        def visit_If(self, node: ast.If) -> None:
+            if "TYPE_CHECKING" in ast.unparse(node.test):
+                for child in node.orelse:
+                    self.visit(child)
+                return
+            self.generic_visit(node)
+
+        def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+            if node.level == 1:
+                if node.module:
+                    found.add(node.module.split(".")[0])
+                else:
+                    found.update(alias.name for alias in node.names)
+            elif node.level == 0 and node.module and node.module.startswith("asynceval.engine."):
+                found.add(node.module.split(".")[2])
+
+        def visit_Import(self, node: ast.Import) -> None:
+            for alias in node.names:
+                if alias.name.startswith("asynceval.engine."):
+                    found.add(alias.name.split(".")[2])
+
+    Visitor().visit(ast.parse(path.read_text()))
+    return found
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of the graph as a path (first node repeated at the end), or None."""
+    state: dict[str, int] = {}  # 1 on the current path, 2 done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state and (found := visit(nxt)) is not None:
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)) is not None:
+            return found
+    return None
+
+
+def test_the_engine_package_has_no_import_cycle() -> None:
+    modules = {p.stem: p for p in (SRC / "engine").glob("*.py") if p.stem != "__init__"}
+    graph = {name: _imports(path) & set(modules) for name, path in modules.items()}
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph) or [])
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_event_names_are_written_only_in_events_py() -> None:
+    """Outside events.py nothing calls `emit` (or a logger) with an event name of its own."""
+    offenders = []
+    for path in SRC.rglob("*.py"):
+        if path.name == "events.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute | ast.Name)
+                and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id)
+                == "emit"
+            ):
+                offenders.append(f"{path.relative_to(SRC)}:{node.lineno}")
+    assert not offenders
+
+
+def test_every_public_exception_is_in_the_asyncevalerror_tree() -> None:
+    internal = {"asynceval.sim._dialect.BadRequest"}  # becomes an HTTP 400, never raised to users
+    outside = []
+    for info in pkgutil.walk_packages(asynceval.__path__, "asynceval."):
+        if info.name.endswith("__main__") or info.name.startswith("asynceval.agents.smolagents"):
+            continue  # runs the CLI when imported; needs the optional smolagents extra
+        module = importlib.import_module(info.name)
+        for name, obj in vars(module).items():
+            if (
+                inspect.isclass(obj)
+                and issubclass(obj, Exception)
+                and obj.__module__.startswith("asynceval")
+                and not name.startswith("_")
+                and not issubclass(obj, AsyncEvalError)
+                and f"{obj.__module__}.{obj.__qualname__}" not in internal
+            ):
+                outside.append(f"{obj.__module__}.{obj.__qualname__}")
+    assert not outside
+
+
+def test_functions_stay_under_sixty_lines() -> None:
+    long = []
+    for path in SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > 60:
+                    long.append(f"{path.relative_to(SRC)}:{node.name} ({length} lines)")
+    assert not long
