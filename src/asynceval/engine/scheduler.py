@@ -146,7 +146,6 @@ class Run:
                 threads_still_running=self.threads.abandoned(),
             )
         await self.callbacks.fire("on_run_end", self.bench, self.reports)
-        await self.runtime.writer.run(_nothing)  # every event so far is in the events file
         return self.reports
 
     def _header(self, controller: ConcurrencyController) -> dict[str, Any]:
@@ -245,10 +244,6 @@ class Run:
                 await self.callbacks.fire("on_task_end", self.bench, task, state.reports)
         finally:
             slots.release()
-
-
-def _nothing() -> None:
-    """A job for the writer thread that only marks a point: awaiting it waits for the rest."""
 
 
 def _runtime_for(bench: Benchmark) -> Runtime:

@@ -70,11 +70,11 @@ class Bridge:
         except concurrent.futures.CancelledError:
             raise self._refusal() from None  # the run was cancelled under the call
         except RuntimeError as exc:
-            if "portal is not running" not in str(exc):
-                raise
-            raise RunFinished(
-                "the run this worker thread belonged to has ended; its call is refused"
-            ) from None
+            if isinstance(exc, anyio.RunFinishedError) or "portal is not running" in str(exc):
+                raise RunFinished(
+                    "the run this worker thread belonged to has ended; its call is refused"
+                ) from None
+            raise
 
     async def _guarded(self, func: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
         if self._closed is not None:
