@@ -51,7 +51,9 @@ class SimProvider:
     Deterministic under `config.seed`: answers depend on (seed, path, body), and each attempt's
     faults and latency on (seed, path, body, attempt index of that body), never on arrival order.
     Attempt indexes count admitted attempts only (cap 429s do not advance them) and survive
-    `reset_stats()`; `reset()` forgets them too. Use it from one event loop.
+    `reset_stats()`; `reset()` forgets them too. It holds no event-loop primitive, so loops in
+    several threads may share it (a Runtime's embedded one is shared); its counters are plain
+    integers, exact within one thread.
     """
 
     def __init__(self, config: SimConfig | None = None) -> None:
