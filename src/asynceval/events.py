@@ -6,17 +6,15 @@ structlog logger that belongs to asynceval alone: `configure_logging` never call
 as the application set it. Each event carries `event`, `level` and an ISO 8601 UTC `timestamp`, plus
 whatever is bound with `bind_context` (task_id, repeat_idx, agent, dimension) in the current context.
 
-Secrets never reach a line: a processor blanks values under secret-looking keys (api_key,
-Authorization, ...), anything held by a `SecretStr`, values registered with `register_secret`, and
-strings shaped like bearer tokens or API keys.
+Secrets never reach a line (see `asynceval._redact`): a processor blanks values under
+secret-looking keys (api_key, Authorization, ...), anything held by a `SecretStr`, values
+registered with `register_secret`, and strings shaped like bearer tokens or API keys.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import json
-import re
 import sys
 import threading
 import time
@@ -26,10 +24,10 @@ from contextlib import AbstractContextManager
 from typing import IO, Any, TextIO
 
 import structlog
-from pydantic import SecretStr
 from structlog.contextvars import bound_contextvars, get_contextvars, merge_contextvars
 from structlog.typing import EventDict, Processor, WrappedLogger
 
+from ._redact import REDACTED, ScrubbingRenderer, redact_secrets, register_secret, scrub_line
 from .config import Settings
 
 __all__ = [
@@ -48,7 +46,6 @@ __all__ = [
 ]
 """What applications use; the named emitters below (one per event) are asynceval's own."""
 
-REDACTED = "[redacted]"
 
 # Event names (contract: DESIGN section 3).
 RUN_STARTED = "run_started"
@@ -71,108 +68,12 @@ BATCH_ENTRIES_MISSING = "batch_entries_missing"
 JUDGE_DIMENSION_FAILED = "judge_dimension_failed"
 STRUCTURED_OUTPUT_FALLBACK = "structured_output_fallback"
 
-_SECRET_KEY = re.compile(
-    r"api[-_]?key|authorization|secret|passw(or)?d|cookie|bearer|access[-_]?token|refresh[-_]?token",
-    re.IGNORECASE,
-)
-_SECRET_VALUE = re.compile(
-    r"(?:Bearer|Basic)\s+[A-Za-z0-9._~+/=\-]{6,}|\bsk-[A-Za-z0-9_\-]{8,}|\bxox[abp]-[A-Za-z0-9\-]{8,}"
-)
 _LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
 
-_secrets: tuple[str, ...] = ()  # longest first, so a key inside a longer one goes whole
 _write_failures = 0
 _lock = threading.Lock()
 _logger: Any = None
 _owned_file: IO[str] | None = None
-
-
-def register_secret(value: str | SecretStr | None) -> None:
-    """Make sure `value` is blanked wherever it appears in an event, even inside a longer string."""
-    global _secrets
-    raw = value.get_secret_value() if isinstance(value, SecretStr) else value
-    if raw and len(raw) >= 4:
-        with _lock:  # a new tuple, so a thread scrubbing a line never sees it change
-            # Also the form JSON writes it in (escaped quotes, backslashes, non-ASCII).
-            _secrets = tuple(sorted({*_secrets, raw, json.dumps(raw)[1:-1]}, key=len, reverse=True))
-
-
-# Fields asynceval writes itself: their names are not secret-looking, so the key check skips them
-# (their values are still scrubbed on the rendered line).
-_OWN_FIELDS = frozenset(
-    (
-        "event",
-        "level",
-        "timestamp",
-        "agent",
-        "dimension",
-        "call_id",
-        "queue_depth",
-        "active_slots",
-        "wait_s",
-        "held_s",
-        "attempt",
-        "status_code",
-        "delay_s",
-        "timeout_s",
-        "attempts",
-        "elapsed_s",
-        "error",
-        "task_id",
-        "repeat_idx",
-        "status",
-        "termination_reason",
-        "duration_s",
-        "n_tasks",
-        "counts",
-    )
-)
-
-
-def _redact_structure(value: Any) -> Any:
-    if isinstance(value, SecretStr):
-        return REDACTED
-    if isinstance(value, Mapping):
-        return {
-            key: REDACTED if _SECRET_KEY.search(str(key)) else _redact_structure(item)
-            for key, item in value.items()
-        }
-    if isinstance(value, list | tuple | set | frozenset):
-        return [_redact_structure(item) for item in value]
-    return value
-
-
-def redact_secrets(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
-    """structlog processor: blank values under secret-looking keys at any depth, and SecretStrs."""
-    for key, value in event_dict.items():
-        if key in _OWN_FIELDS:
-            continue
-        if _SECRET_KEY.search(key):
-            event_dict[key] = REDACTED
-        elif not isinstance(value, str | int | float | bool | None):
-            event_dict[key] = _redact_structure(value)
-    return event_dict
-
-
-def scrub_line(line: str) -> str:
-    """Blank registered secrets and bearer/API-key shaped strings anywhere in a rendered line."""
-    for secret in _secrets:
-        if secret in line:
-            line = line.replace(secret, REDACTED)
-    # Cheap substring checks first: most lines hold none of these, and skip the regex.
-    if "Bearer" in line or "Basic" in line or "sk-" in line or "xox" in line:
-        line = _SECRET_VALUE.sub(REDACTED, line)
-    return line
-
-
-class _ScrubbingRenderer:
-    """Wraps the final renderer so that nothing it writes escapes `scrub_line`."""
-
-    def __init__(self, renderer: Processor) -> None:
-        self.renderer = renderer
-
-    def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> str:
-        return scrub_line(str(self.renderer(logger, method_name, event_dict)))
 
 
 _stamp_cache: tuple[int, str] = (-1, "")
@@ -232,7 +133,7 @@ def configure_logging(settings: Settings | None = None, *, stream: TextIO | None
                 _head,
                 structlog.processors.format_exc_info,
                 redact_secrets,
-                _ScrubbingRenderer(renderer),
+                ScrubbingRenderer(renderer),
             ],
         ).bind()
         if previous is not None and previous is not stream:

@@ -1,0 +1,119 @@
+"""Secret redaction for event lines: what never reaches an events file or stderr.
+
+A structlog processor (`redact_secrets`) blanks values under secret-looking keys at any depth and
+anything held by a `SecretStr`; the final renderer is wrapped (`ScrubbingRenderer`) so that the
+rendered line loses every registered secret (`register_secret`, in its raw and JSON-escaped
+forms) and every bearer-token or API-key shaped string.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import SecretStr
+from structlog.typing import EventDict, Processor, WrappedLogger
+
+REDACTED = "[redacted]"
+
+_SECRET_KEY = re.compile(
+    r"api[-_]?key|authorization|secret|passw(or)?d|cookie|bearer|access[-_]?token|refresh[-_]?token",
+    re.IGNORECASE,
+)
+_SECRET_VALUE = re.compile(
+    r"(?:Bearer|Basic)\s+[A-Za-z0-9._~+/=\-]{6,}|\bsk-[A-Za-z0-9_\-]{8,}|\bxox[abp]-[A-Za-z0-9\-]{8,}"
+)
+
+_secrets: tuple[str, ...] = ()  # longest first, so a key inside a longer one goes whole
+_lock = threading.Lock()
+
+
+def register_secret(value: str | SecretStr | None) -> None:
+    """Make sure `value` is blanked wherever it appears in an event, even inside a longer string."""
+    global _secrets
+    raw = value.get_secret_value() if isinstance(value, SecretStr) else value
+    if raw and len(raw) >= 4:
+        with _lock:  # a new tuple, so a thread scrubbing a line never sees it change
+            # Also the form JSON writes it in (escaped quotes, backslashes, non-ASCII).
+            _secrets = tuple(sorted({*_secrets, raw, json.dumps(raw)[1:-1]}, key=len, reverse=True))
+
+
+# Fields asynceval writes itself: their names are not secret-looking, so the key check skips them
+# (their values are still scrubbed on the rendered line).
+_OWN_FIELDS = frozenset(
+    (
+        "event",
+        "level",
+        "timestamp",
+        "agent",
+        "dimension",
+        "call_id",
+        "queue_depth",
+        "active_slots",
+        "wait_s",
+        "held_s",
+        "attempt",
+        "status_code",
+        "delay_s",
+        "timeout_s",
+        "attempts",
+        "elapsed_s",
+        "error",
+        "task_id",
+        "repeat_idx",
+        "status",
+        "termination_reason",
+        "duration_s",
+        "n_tasks",
+        "counts",
+    )
+)
+
+
+def _redact_structure(value: Any) -> Any:
+    if isinstance(value, SecretStr):
+        return REDACTED
+    if isinstance(value, Mapping):
+        return {
+            key: REDACTED if _SECRET_KEY.search(str(key)) else _redact_structure(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_redact_structure(item) for item in value]
+    return value
+
+
+def redact_secrets(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+    """structlog processor: blank values under secret-looking keys at any depth, and SecretStrs."""
+    for key, value in event_dict.items():
+        if key in _OWN_FIELDS:
+            continue
+        if _SECRET_KEY.search(key):
+            event_dict[key] = REDACTED
+        elif not isinstance(value, str | int | float | bool | None):
+            event_dict[key] = _redact_structure(value)
+    return event_dict
+
+
+def scrub_line(line: str) -> str:
+    """Blank registered secrets and bearer/API-key shaped strings anywhere in a rendered line."""
+    for secret in _secrets:
+        if secret in line:
+            line = line.replace(secret, REDACTED)
+    # Cheap substring checks first: most lines hold none of these, and skip the regex.
+    if "Bearer" in line or "Basic" in line or "sk-" in line or "xox" in line:
+        line = _SECRET_VALUE.sub(REDACTED, line)
+    return line
+
+
+class ScrubbingRenderer:
+    """Wraps the final renderer so that nothing it writes escapes `scrub_line`."""
+
+    def __init__(self, renderer: Processor) -> None:
+        self.renderer = renderer
+
+    def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> str:
+        return scrub_line(str(self.renderer(logger, method_name, event_dict)))
