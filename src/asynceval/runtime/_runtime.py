@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 _UNSET: Any = object()
 
 _bound: ContextVar[Runtime | None] = ContextVar("asynceval_runtime", default=None)
+_entered: ContextVar[tuple[Token[Runtime | None], ...]] = ContextVar(
+    "asynceval_runtime_entered", default=()
+)
 _default: Runtime | None = None
 _default_lock = threading.Lock()
 
@@ -61,7 +64,6 @@ class Runtime:
         self.writer: Writer = writer()  # files are process-wide: one writer thread for all
         self._sim: SimProvider | None = None
         self._sim_lock = threading.Lock()
-        self._tokens: list[Token[Runtime | None]] = []
 
     @classmethod
     def current(cls) -> Runtime:
@@ -97,7 +99,7 @@ class Runtime:
 
     async def __aenter__(self) -> Self:
         events.ensure_logging(self.settings)
-        self._tokens.append(_bound.set(self))
+        _entered.set((*_entered.get(), _bound.set(self)))  # per context: tasks may share `self`
         return self
 
     async def __aexit__(
@@ -106,7 +108,9 @@ class Runtime:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        _bound.reset(self._tokens.pop())
+        *outer, token = _entered.get()
+        _entered.set(tuple(outer))
+        _bound.reset(token)
         await self.aclose()
 
     def __repr__(self) -> str:
