@@ -129,3 +129,45 @@ async def test_overloaded_is_retried_and_a_bad_request_is_not() -> None:
             await model.generate("hi")
     assert overloaded.value.attempts == 3 and overloaded.value.status_code == 529
     assert bad.value.attempts == 1 and bad.value.status_code == 400
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"max_completion_tokens": 77},
+        {"max_tokens": 77, "max_completion_tokens": 99},
+        {"max_tokens": 77},
+    ],
+)
+async def test_max_completion_tokens_becomes_max_tokens_and_is_never_sent_too(
+    params: dict[str, int],
+) -> None:
+    """The Messages API knows only max_tokens: OpenAI's newer name maps onto it, never both."""
+    import json
+
+    import httpx
+
+    sent: list[dict[str, object]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        return httpx.Response(
+            200,
+            json={
+                "id": "m",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude",
+                "content": [{"type": "text", "text": "ok"}],
+                "stop_reason": "end_turn",
+                "usage": {"input_tokens": 1, "output_tokens": 1},
+            },
+        )
+
+    model = AnthropicChatModel(
+        "claude", base_url="http://anthropic.test/v1", transport=httpx.MockTransport(handler)
+    )
+    async with model:
+        assert (await model.generate("hi", **params)).text == "ok"
+    (body,) = sent
+    assert body["max_tokens"] == 77 and "max_completion_tokens" not in body

@@ -102,7 +102,10 @@ class AnthropicChatModel(ChatModel):
     ) -> dict[str, Any]:
         system, converted = to_anthropic_messages(messages)
         params = dict(params)
-        max_tokens = params.pop("max_tokens", None) or params.pop("max_completion_tokens", None)
+        # Both popped: the Messages API knows only max_tokens, and refuses the other name.
+        max_tokens = params.pop("max_tokens", None)
+        max_completion_tokens = params.pop("max_completion_tokens", None)
+        max_tokens = max_tokens or max_completion_tokens
         body: dict[str, Any] = {
             "model": self.model,
             "messages": converted,
