@@ -210,6 +210,7 @@ class Benchmark(ABC):
                 results[index] = entry
                 if context is not None:
                     context.evaluation_errors.append(entry)
+                    context.evaluation_exceptions.append(exc)  # for the retry decision
 
         if len(evaluators) == 1:
             await one(0, evaluators[0])  # no task group needed for one

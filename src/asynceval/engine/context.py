@@ -25,6 +25,8 @@ class TaskContext:
         "_started",
         "attempt",
         "evaluation_errors",
+        "evaluation_exceptions",
+        "failed_calls",
         "repeat_idx",
         "task",
         "termination_reason",
@@ -40,6 +42,8 @@ class TaskContext:
         self.attempt = attempt
         self.termination_reason: TerminationReason | None = None
         self.evaluation_errors: list[dict[str, Any]] = []
+        self.evaluation_exceptions: list[BaseException] = []
+        self.failed_calls: list[BaseException] = []
         self._started = time.monotonic()
 
     @property
@@ -75,6 +79,12 @@ class TaskContext:
                     elapsed_s=elapsed,
                     timeout_s=self.timeout_s,
                 )
+
+    def record_failed_call(self, error: BaseException) -> None:
+        """An LLM call failed for good inside a component that carried on without it (a judge
+        panel's dimension): the repetition ends evaluation_failed, and `max_retries` may re-run
+        it as it would a failed agent call."""
+        self.failed_calls.append(error)
 
     def record_termination(self, reason: TerminationReason) -> None:
         """Say how the execution loop ended (the default loop does; custom loops should)."""

@@ -235,6 +235,10 @@ def _outcome(
     elif context.evaluation_errors:
         status = TaskExecutionStatus.EVALUATION_FAILED
         info = context.evaluation_errors[0]["error"]
+        error = next(iter(context.evaluation_exceptions), None)  # decides a max_retries re-run
+    elif context.failed_calls:
+        status, error = TaskExecutionStatus.EVALUATION_FAILED, context.failed_calls[0]
+        info = error_entry(error, elapsed_s=time.monotonic() - state.started, timeout_s=timeout_s)
     else:
         status, info = TaskExecutionStatus.SUCCESS, None
     reason = context.termination_reason

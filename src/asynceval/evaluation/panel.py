@@ -22,6 +22,7 @@ import anyio
 
 from .. import events
 from ..config import Settings
+from ..engine.context import current_context
 from ..errors import LLMCallFailed
 from ..llm.model import ChatModel
 from ..llm.types import Completion
@@ -252,6 +253,9 @@ class JudgePanel:
             score, argument = parse_lenient(completion.text)
         except LLMCallFailed as exc:
             self._fail(run, agent, dimension, exc.status_code, str(exc))
+            context = current_context()
+            if context is not None:  # the repetition is incomplete, as if its agent's call failed
+                context.record_failed_call(exc)
         except OpinionParseError as exc:
             self._fail(run, agent, dimension, None, f"unusable answer: {exc}")
         else:
