@@ -219,3 +219,41 @@ def test_live_progress_on_a_terminal(tmp_path: Path) -> None:
     assert process.returncode == 0, text
     assert "LLM calls in flight" in text and "/ 5" in text
     assert "\x1b[" in text  # redrawn in place with terminal control codes
+
+
+def test_resuming_a_run_of_tasks_without_ids_runs_and_counts_nothing_twice(tmp_path: Path) -> None:
+    """Tasks with no id get ids from their content, the same in the resumed process."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "query": f"What is {n} + 1?",
+                    "evaluation_data": {"expected": str(n + 1)},
+                    "metadata": {"operator": "+"},
+                }
+            )
+            + "\n"
+            for n in range(6)
+        )
+    )
+    first = asynceval("run", ARITHMETIC, "--tasks", "tasks.jsonl", "--out", "o", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    again = asynceval("run", ARITHMETIC, "--tasks", "tasks.jsonl", "--resume", "o", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    records, _ = read_records(tmp_path / "o" / "results.jsonl")
+    reports = [r for r in records if r.get("type") != "header"]
+    assert len(reports) == 6 and len({r["task_id"] for r in reports}) == 6
+    report = asynceval("report", "o/results.jsonl", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    assert "repetitions" in report.stdout and " 6 " in report.stdout
+
+
+def test_two_tasks_with_one_id_in_a_task_file_stop_the_run_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "tasks.jsonl").write_text('{"query": "a", "id": "x"}\n{"query": "b", "id": "x"}\n')
+    done = asynceval("run", ARITHMETIC, "--tasks", "tasks.jsonl", "--out", "o", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "task id 'x' appears twice" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "o").exists()

@@ -176,12 +176,22 @@ async def test_a_broken_queue_stops_new_starts_lets_in_flight_finish_then_raises
     assert damaged == 0 and 3 <= len(finished) < 50  # in-flight ones finished and are on disk
 
 
-async def test_a_duplicate_task_id_is_raised_after_in_flight_work_is_recorded(
+async def test_a_duplicate_task_id_in_a_list_is_refused_before_anything_runs(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "results.jsonl"
     tasks = [Task(query=0, id="a"), Task(query=1, id="b"), Task(query=2, id="a")]
-    with pytest.raises(TaskSpecError, match="'a' was given twice"):
+    with pytest.raises(TaskSpecError, match="tasks 0 and 2: task id 'a' appears twice"):
+        await Agents(max_concurrent_tasks=4).run(tasks, results_path=path)
+    assert not path.exists()  # nothing ran, not even the header
+
+
+async def test_a_duplicate_id_from_a_lazy_source_is_raised_after_in_flight_work_is_recorded(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "results.jsonl"
+    tasks = iter([Task(query=0, id="a"), Task(query=1, id="b"), Task(query=2, id="a")])
+    with pytest.raises(TaskSpecError, match="task id 'a' appears twice"):
         await Agents(max_concurrent_tasks=4).run(tasks, results_path=path)
     assert successful_pairs(path) == {("a", 0), ("b", 0)}
 

@@ -11,9 +11,36 @@ from asynceval.engine import Task, TaskProtocol, TimeoutAction, iter_tasks, load
 from asynceval.errors import TaskSpecError
 
 
-def test_ids_are_uuid_strings_by_default_and_unique() -> None:
-    a, b = Task(query="q"), Task(query="q")
-    assert isinstance(a.id, str) and len(a.id) == 36 and a.id != b.id
+def test_a_task_without_an_id_gets_one_from_its_content() -> None:
+    """Stable across runs and processes (resume pairs reports by it); any field changes it."""
+    a, b = Task(query="q"), Task(query="q", id="")
+    assert a.id == b.id and a.id.startswith("task-") and len(a.id) == 25
+    assert Task.from_dict({"query": "q"}).id == a.id
+    others = [
+        Task(query="q2"),
+        Task(query="q", evaluation_data={"expected": 1}),
+        Task(query="q", protocol=TaskProtocol(max_retries=1)),
+        Task(query="q", metadata={"difficulty": 1}),
+    ]
+    assert len({a.id, *(t.id for t in others)}) == 5
+
+
+def test_derived_ids_are_the_same_in_another_process() -> None:
+    import subprocess
+    import sys
+
+    script = "from asynceval import Task; print(Task(query={'x': [1, 2]}, metadata={'k': 'v'}).id)"
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.strip() == Task(query={"x": [1, 2]}, metadata={"k": "v"}).id
+
+
+def test_two_tasks_with_the_same_content_and_no_id_are_named_in_the_error(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.jsonl"
+    path.write_text('{"query": "same"}\n{"query": "other"}\n{"query": "same"}\n')
+    with pytest.raises(TaskSpecError, match=r"tasks 1 and 3: two tasks with the same content"):
+        load_tasks(path)
 
 
 def test_from_dict_builds_the_protocol_and_accepts_numeric_ids() -> None:
@@ -35,7 +62,7 @@ def test_from_dict_builds_the_protocol_and_accepts_numeric_ids() -> None:
         ({"query": "q", "protocol": {"max_retries": -2}}, "max_retries must be >= 0"),
         ({"query": "q", "protocol": {"retries": 2}}, "protocol.retries: unknown field"),
         ({"query": "q", "metadata": [1]}, "metadata must be an object"),
-        ({"query": "q", "id": ""}, "id must be a non-empty string"),
+        ({"query": "q", "id": ["x"]}, "id must be a string"),
     ],
 )
 def test_bad_task_dicts_say_which_field(data: dict[str, object], message: str) -> None:

@@ -32,7 +32,7 @@ from .callbacks import CallbackRunner
 from .queues import SequentialQueue, TaskQueue
 from .repetition import Repetitions, Unit
 from .results import ResultsFile, successful_reports
-from .task import Task, as_task
+from .task import Task, as_task, duplicate_message
 from .threads import ThreadRunner, threads_scope
 
 if TYPE_CHECKING:
@@ -67,6 +67,7 @@ class Run:
         self.settings = self.runtime.settings
         self.max_tasks = benchmark.max_concurrent_tasks or self.settings.max_concurrent_tasks
         self.n_tasks = len(tasks) if hasattr(tasks, "__len__") else None  # type: ignore[arg-type]
+        tasks = _checked_ids(tasks)
         tasks, self._agent_data_for = _agent_data_resolver(tasks, agent_data)
         self.queue = _make_queue(tasks, queue)
         self.results_path = results_path
@@ -195,7 +196,7 @@ class Run:
             if task is None:
                 return None
             if task.id in self._seen:
-                raise TaskSpecError(f"task id {task.id!r} was given twice")
+                raise TaskSpecError(duplicate_message(task.id, "tasks"))
             self._seen.add(task.id)
             repeats = range(self.bench.n_task_repeats)
             prior = [self._prior[p] for p in ((task.id, r) for r in repeats) if p in self._prior]
@@ -257,6 +258,20 @@ def _runtime_for(bench: Benchmark) -> Runtime:
     if bench.controller is not None and bench.controller is not runtime.limiter:
         return Runtime(runtime.settings, limiter=bench.controller, rate=runtime.rate)
     return runtime
+
+
+def _checked_ids(tasks: TaskSource | None) -> TaskSource | None:
+    """Tasks given as a list: built and their ids checked before anything runs (a repeated id
+    is one clear error); lazy sources are checked as they are pulled."""
+    if not isinstance(tasks, Sequence):
+        return tasks
+    built = [as_task(item) for item in tasks]
+    seen: dict[str, int] = {}
+    for index, task in enumerate(built):
+        if task.id in seen:
+            raise TaskSpecError(duplicate_message(task.id, f"tasks {seen[task.id]} and {index}"))
+        seen[task.id] = index
+    return built
 
 
 def _agent_data_resolver(

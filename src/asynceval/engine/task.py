@@ -7,9 +7,9 @@ dict or line raises `TaskSpecError` naming the line and the field.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
-import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
@@ -79,16 +79,29 @@ class TaskProtocol:
         }
 
 
-def _new_id() -> str:
-    return str(uuid.uuid4())
+def content_id(task: Task) -> str:
+    """A stable id for a task given none: a digest of everything else in it, so the same task
+    gets the same id in every run (what `--resume` and `asynceval report` pair reports by)."""
+    content = {
+        "query": task.query,
+        "environment_data": task.environment_data,
+        "user_data": task.user_data,
+        "evaluation_data": task.evaluation_data,
+        "metadata": task.metadata,
+        "protocol": task.protocol.to_dict(),
+    }
+    text = json.dumps(content, sort_keys=True, ensure_ascii=False, default=repr)
+    return "task-" + hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()[:20]
 
 
 @dataclass(frozen=True)
 class Task:
-    """One item to evaluate. `id` is a string (a uuid4 by default); the data dicts are free-form."""
+    """One item to evaluate; the data dicts are free-form. `id` is a string; left out (or empty),
+    it is derived from the task's content (`content_id`): stable across runs, so resuming a run of
+    tasks without ids runs nothing twice, and two tasks with the same content get the same id."""
 
     query: Any
-    id: str = field(default_factory=_new_id)
+    id: str = ""
     environment_data: Mapping[str, Any] = field(default_factory=dict)
     user_data: Mapping[str, Any] = field(default_factory=dict)
     evaluation_data: Mapping[str, Any] = field(default_factory=dict)
@@ -96,8 +109,8 @@ class Task:
     protocol: TaskProtocol = field(default_factory=TaskProtocol)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.id, str) or not self.id:
-            raise TaskSpecError(f"id must be a non-empty string, got {self.id!r}")
+        if not isinstance(self.id, str):
+            raise TaskSpecError(f"id must be a string, got {self.id!r}")
         for name in ("environment_data", "user_data", "evaluation_data", "metadata"):
             if not isinstance(getattr(self, name), Mapping):
                 raise TaskSpecError(f"{name} must be an object, got {getattr(self, name)!r}")
@@ -105,6 +118,8 @@ class Task:
             object.__setattr__(self, "protocol", TaskProtocol.from_dict(self.protocol))
         elif not isinstance(self.protocol, TaskProtocol):
             raise TaskSpecError(f"protocol must be an object, got {self.protocol!r}")
+        if not self.id:
+            object.__setattr__(self, "id", content_id(self))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Task:
@@ -128,6 +143,16 @@ class Task:
             "metadata": dict(self.metadata),
             "protocol": self.protocol.to_dict(),
         }
+
+
+def duplicate_message(task_id: str, where: str) -> str:
+    """The error for two tasks with one id; says what to do when the id was derived."""
+    if task_id.startswith("task-"):
+        return (
+            f"{where}: two tasks with the same content and no id (both {task_id}); "
+            "give them ids to run both"
+        )
+    return f"{where}: task id {task_id!r} appears twice"
 
 
 def as_task(item: Task | Mapping[str, Any]) -> Task:
@@ -172,6 +197,8 @@ def load_tasks(path: str | PathLike[str]) -> list[Task]:
     seen: dict[str, int] = {}
     for index, task in enumerate(tasks):
         if task.id in seen:
-            raise TaskSpecError(f"{path}: task id {task.id!r} appears twice")
+            raise TaskSpecError(
+                duplicate_message(task.id, f"{path}: tasks {seen[task.id] + 1} and {index + 1}")
+            )
         seen[task.id] = index
     return tasks
