@@ -325,9 +325,12 @@ def task_finished(
     status: str,
     termination_reason: str | None,
     duration_s: float,
+    score: float | None = None,
     **fields: Any,
 ) -> None:
-    outcome = {"status": status, "termination_reason": termination_reason}
+    """One repetition ended (after its last attempt). `score` is what the summary's pass rate
+    counts for it (None: not scored), so a live view can show the same figure."""
+    outcome = {"status": status, "termination_reason": termination_reason, "score": score}
     timing = {"duration_s": round(duration_s, 6)}
     _write(
         "info",

@@ -257,3 +257,35 @@ def test_two_tasks_with_one_id_in_a_task_file_stop_the_run_before_anything_runs(
     assert done.returncode == 2
     assert "task id 'x' appears twice" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "o").exists()
+
+
+PASS_FOUR_OF_FIVE = """
+from asynceval import Benchmark, Task
+
+
+class FourOfFive(Benchmark):
+    def default_tasks(self):
+        return [Task(query=i, id=f"t{i}") for i in range(5)]
+
+    async def setup_agents(self, agent_data, environment, task, user):
+        async def agent(query):
+            return query
+
+        return [agent], {}
+
+    async def setup_evaluators(self, environment, task, agents, user):
+        return [lambda task, answer, traces: {"passed": answer != 4}]
+
+
+benchmark = FourOfFive
+"""
+
+
+def test_the_live_pass_rate_is_the_one_the_summary_shows(tmp_path: Path) -> None:
+    """The progress line's figure is the summary's pass rate, not the share of `success`."""
+    (tmp_path / "four.py").write_text(PASS_FOUR_OF_FIVE)
+    done = asynceval("run", "four.py", "--out", "o", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    progress = [line for line in done.stdout.splitlines() if line.startswith("[")]
+    assert "pass rate 80.0% of 5 scored" in progress[-1]
+    assert "4/5 = 80.0%" in done.stdout

@@ -42,6 +42,8 @@ class Progress:
         self.controller = controller
         self.total = total
         self.threads_still_running = 0
+        self.scored = 0
+        self.passed = 0.0
         self.mode = mode
         self.stream = stream
         self.plain_every = plain_every
@@ -57,6 +59,10 @@ class Progress:
         elif event == "task_finished":  # once per repetition, after its last attempt
             status = str(fields.get("status"))
             self.statuses[status] += 1
+            score = fields.get("score")
+            if isinstance(score, int | float):  # scored as the summary scores it
+                self.scored += 1
+                self.passed += float(score)
             self.task_timeouts += status == "task_timeout"
         elif event == "retry":
             self.retries += 1
@@ -77,7 +83,6 @@ class Progress:
         if self.total and done:
             eta = max(0.0, (self.total - done) * elapsed / done)
         stats = self.controller.statistics()
-        success = self.statuses.get("success", 0)
         return {
             "done": done,
             "total": self.total,
@@ -87,7 +92,8 @@ class Progress:
             "retries": self.retries,
             "timeouts": self.timeouts,
             "task_timeouts": self.task_timeouts,
-            "success_rate": success / done if done else None,
+            "pass_rate": self.passed / self.scored if self.scored else None,
+            "scored": self.scored,
             "elapsed": elapsed,
             "eta": eta,
         }
@@ -95,11 +101,11 @@ class Progress:
     def line(self) -> str:
         f = self.figures()
         total = f"/{f['total']}" if f["total"] else ""
-        rate = "-" if f["success_rate"] is None else f"{f['success_rate']:.0%}"
+        rate = "-" if f["pass_rate"] is None else f"{f['pass_rate']:.1%} of {f['scored']} scored"
         return (
             f"[{_duration(f['elapsed'])}] done {f['done']}{total} | in flight "
             f"{f['in_flight']}/{f['limit']} | queued calls {f['queued']} | retries {f['retries']}"
-            f" | timeouts {f['timeouts']} calls, {f['task_timeouts']} tasks | success {rate}"
+            f" | timeouts {f['timeouts']} calls, {f['task_timeouts']} tasks | pass rate {rate}"
             f" | ETA {_duration(f['eta'])}"
         )
 
@@ -114,8 +120,8 @@ class Progress:
         table.add_row("calls queued", str(f["queued"]))
         table.add_row("retries", str(f["retries"]))
         table.add_row("timeouts", f"{f['timeouts']} calls, {f['task_timeouts']} tasks")
-        rate = "-" if f["success_rate"] is None else f"{f['success_rate']:.1%}"
-        table.add_row("success so far", rate)
+        rate = "-" if f["pass_rate"] is None else f"{f['pass_rate']:.1%} of {f['scored']} scored"
+        table.add_row("pass rate so far", rate)
         table.add_row("elapsed / ETA", f"{_duration(f['elapsed'])} / {_duration(f['eta'])}")
         return table
 

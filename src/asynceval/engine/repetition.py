@@ -28,7 +28,7 @@ from ..limits import RetryPolicy
 from ..llm.usage import UsageCounter, track_usage
 from ..runtime import Bridge, bridge_scope
 from .context import TaskContext, task_context
-from .report import build_report, error_entry, is_infrastructure_failure
+from .report import build_report, error_entry, eval_score, is_infrastructure_failure
 from .status import TaskExecutionStatus, TerminationReason, status_for
 from .task import Task, TimeoutAction
 from .threads import call_maybe_async
@@ -84,6 +84,7 @@ class Repetitions:
                 status=status.value,
                 termination_reason=reason.value if reason and status in _LOOP_ENDED else None,
                 duration_s=duration,
+                score=eval_score(outcome.eval_results) if status in _LOOP_ENDED else None,
                 attempts=attempts,
             )
         return build_report(
