@@ -289,3 +289,106 @@ def test_the_live_pass_rate_is_the_one_the_summary_shows(tmp_path: Path) -> None
     progress = [line for line in done.stdout.splitlines() if line.startswith("[")]
     assert "pass rate 80.0% of 5 scored" in progress[-1]
     assert "4/5 = 80.0%" in done.stdout
+
+
+def _log(tmp_path: Path, name: str, lines: list[dict[str, object]]) -> str:
+    (tmp_path / name).write_text("\n".join(json.dumps(e) for e in lines) + "\n")
+    return name
+
+
+def _calls(prefix: str, n: int, task: str | None = None) -> list[dict[str, object]]:
+    """n calls acquired together, then released."""
+    ids = [f"{prefix}{i}" for i in range(n)]
+    tags = {"task_id": task, "repeat_idx": 0} if task else {}
+    return [{"event": "acquired", "call_id": c, **tags} for c in ids] + [
+        {"event": "released", "call_id": c, **tags} for c in ids
+    ]
+
+
+def test_logs_check_checks_each_run_against_its_own_limit(tmp_path: Path) -> None:
+    """A resumed run with a lower limit appends to the file: each run is held to its own."""
+    name = _log(
+        tmp_path,
+        "two_runs.jsonl",
+        [
+            {"event": "run_started", "max_concurrent_llm_calls": 3},
+            *_calls("a", 3),
+            {"event": "run_started", "max_concurrent_llm_calls": 1},
+            *_calls("b", 1),
+        ],
+    )
+    done = asynceval("logs", "check", name, "--json", cwd=tmp_path)
+    report = json.loads(done.stdout)
+    assert done.returncode == 0, done.stdout
+    assert [(r["limit"], r["max_in_flight"]) for r in report["runs"]] == [(3, 3), (1, 1)]
+    bad = _log(
+        tmp_path,
+        "bad.jsonl",
+        [
+            {"event": "run_started", "max_concurrent_llm_calls": 3},
+            *_calls("a", 2),
+            {"event": "run_started", "max_concurrent_llm_calls": 1},
+            *_calls("b", 2),
+        ],
+    )
+    assert asynceval("logs", "check", bad, cwd=tmp_path).returncode == 1
+
+
+def test_a_killed_runs_calls_do_not_count_in_the_next_run(tmp_path: Path) -> None:
+    name = _log(
+        tmp_path,
+        "killed.jsonl",
+        [
+            {"event": "run_started", "max_concurrent_llm_calls": 2},
+            {"event": "acquired", "call_id": "lost1"},
+            {"event": "acquired", "call_id": "lost2"},  # killed here: never released
+            {"event": "run_started", "max_concurrent_llm_calls": 2},
+            *_calls("b", 2),
+        ],
+    )
+    done = asynceval("logs", "check", name, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout
+    assert "max in flight     2 (limit 2: held)" in done.stdout
+
+
+def test_a_429_whose_task_timed_out_while_waiting_is_not_unresolved(tmp_path: Path) -> None:
+    tags = {"task_id": "t", "repeat_idx": 0}
+    name = _log(
+        tmp_path,
+        "timeout.jsonl",
+        [
+            {"event": "run_started", "max_concurrent_llm_calls": 2},
+            {"event": "acquired", "call_id": "c", **tags},
+            {"event": "released", "call_id": "c", **tags},
+            {"event": "retry", "call_id": "c", "status_code": 429, "attempt": 1, **tags},
+            {"event": "task_finished", "status": "task_timeout", **tags},
+        ],
+    )
+    done = asynceval("logs", "check", name, "--json", cwd=tmp_path)
+    assert done.returncode == 0 and json.loads(done.stdout)["unresolved_429"] == []
+
+
+def test_a_log_without_call_events_cannot_be_checked(tmp_path: Path) -> None:
+    name = _log(
+        tmp_path,
+        "no_calls.jsonl",
+        [
+            {"event": "run_started", "max_concurrent_llm_calls": 5},
+            {"event": "task_finished", "task_id": "t", "repeat_idx": 0, "status": "success"},
+        ],
+    )
+    done = asynceval("logs", "check", name, cwd=tmp_path)
+    assert done.returncode == 1
+    assert "cannot check" in done.stdout and ": held" not in done.stdout
+
+
+def test_the_events_file_of_a_cli_run_is_checkable_whatever_log_level_and_format(
+    tmp_path: Path,
+) -> None:
+    env = {"LOG_LEVEL": "WARNING", "LOG_FORMAT": "console"}
+    done = asynceval("run", ARITHMETIC, "--out", "o", "--quiet", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    events = events_of(tmp_path / "o" / "events.jsonl")  # JSON lines, or this would fail
+    assert sum(e["event"] == "acquired" for e in events) == 40
+    check = asynceval("logs", "check", "o", cwd=tmp_path)
+    assert check.returncode == 0 and "(limit 5: held)" in check.stdout

@@ -36,13 +36,20 @@ class LogCheck:
     held_p50_s: float | None = None
     held_p95_s: float | None = None
     unbalanced: list[str] = field(default_factory=list)
+    runs: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def checkable(self) -> bool:
+        """Whether the log holds call events at all: without them nothing can be said of the
+        limit (a run whose calls went around the funnel, or a log filtered above INFO)."""
+        return self.calls > 0
 
     @property
     def ok(self) -> bool:
-        return self.limit_held and not self.unresolved_429
+        return self.checkable and self.limit_held and not self.unresolved_429
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "ok": self.ok}
+        return {**asdict(self), "checkable": self.checkable, "ok": self.ok}
 
 
 def read_events(path: str | PathLike[str]) -> list[dict[str, Any]]:
@@ -63,63 +70,92 @@ def read_events(path: str | PathLike[str]) -> list[dict[str, Any]]:
 
 
 def check_events(events: Iterable[dict[str, Any]], limit: int | None = None) -> LogCheck:
-    """Replay events in order. `limit` defaults to the max_concurrent_llm_calls of the last
-    run_started event seen (if any).
+    """Replay events in order, each run on its own: a `run_started` begins a run, checked against
+    its own limit (`limit`, when given, for every run) with nothing in flight carried over from
+    the run before (a killed run's calls never released).
 
     A call that got a 429 is followed per call_id: an attempt that ends (`released`) with no
     `retry` after it succeeded, which resolves the 429; `llm_call_failed` resolves it too (the
-    failure is on record). Anything else left at the end of the log is unresolved.
+    failure is on record), and so does the end of the call's repetition (`task_finished` or
+    `task_retry` for its task_id and repeat_idx: it timed out or was re-run while the call slept
+    out the 429). Anything else left at the end of a run is unresolved.
     """
-    replay = _Replay(LogCheck(limit=limit), limit is None)
+    check = LogCheck(limit=limit)
+    waits: list[float] = []
+    helds: list[float] = []
+    replay: _Replay | None = None
     for event in events:
+        if event.get("event") == "run_started" or replay is None:
+            if replay is not None:
+                replay.finish()
+            replay = _Replay(check, limit, event, waits, helds)
         replay.feed(event)
-    return replay.finish()
+    if replay is not None:
+        replay.finish()
+    check.limit_held = all(run["limit_held"] for run in check.runs)
+    check.queue_wait_p50_s = percentile(waits, 0.5)
+    check.queue_wait_p95_s = percentile(waits, 0.95)
+    check.held_p50_s = percentile(helds, 0.5)
+    check.held_p95_s = percentile(helds, 0.95)
+    return check
 
 
 class _Replay:
-    """The state of a replay: calls in flight, 429s awaiting their outcome, waits and holds."""
+    """One run's replay: calls in flight, 429s awaiting their outcome, waits and holds."""
 
-    def __init__(self, check: LogCheck, limit_from_log: bool) -> None:
+    def __init__(
+        self,
+        check: LogCheck,
+        limit: int | None,
+        first: dict[str, Any],
+        waits: list[float],
+        helds: list[float],
+    ) -> None:
         self.check = check
-        self.limit_from_log = limit_from_log
+        self.limit = limit
+        if limit is None and first.get("event") == "run_started":
+            value = first.get("max_concurrent_llm_calls")
+            self.limit = value if isinstance(value, int) else None
         self.in_flight: dict[str, int] = {}
-        self.current = 0
+        self.current = self.max_in_flight = 0
         self.after_429: dict[str, str] = {}  # call_id -> "pending" | "attempt_ended"
+        self.task_of: dict[str, tuple[Any, Any]] = {}  # call_id -> (task_id, repeat_idx)
         self.calls: set[str] = set()
-        self.waits: list[float] = []
-        self.helds: list[float] = []
-        self.by_status: dict[str, int] = {}
+        self.waits = waits
+        self.helds = helds
 
     def feed(self, event: dict[str, Any]) -> None:
         check = self.check
         check.events += 1
         name = event.get("event")
         call_id = str(event.get("call_id"))
-        if name == "run_started" and self.limit_from_log:
-            value = event.get("max_concurrent_llm_calls")
-            if isinstance(value, int):
-                check.limit = value
-        elif name == "acquired":
+        if name == "acquired":
             self._acquired(call_id, event)
         elif name == "released":
             self._released(call_id, event)
         elif name == "retry":
             check.retries += 1
             status = event.get("status_code")
-            self.by_status[str(status)] = self.by_status.get(str(status), 0) + 1
+            check.retries_by_status[str(status)] = check.retries_by_status.get(str(status), 0) + 1
             if status == 429 or call_id in self.after_429:
                 self.after_429[call_id] = "pending"
+                self.task_of[call_id] = (event.get("task_id"), event.get("repeat_idx"))
         elif name == "timeout":
             check.timeouts += 1
         elif name == "llm_call_failed":
             check.failed_calls += 1
             self.after_429.pop(call_id, None)
+        elif name in ("task_finished", "task_retry"):
+            ended = (event.get("task_id"), event.get("repeat_idx"))
+            for call in [c for c, task in self.task_of.items() if task == ended]:
+                self.after_429.pop(call, None)  # its repetition ended while it waited
+                del self.task_of[call]
 
     def _acquired(self, call_id: str, event: dict[str, Any]) -> None:
         self.calls.add(call_id)
         self.in_flight[call_id] = self.in_flight.get(call_id, 0) + 1
         self.current += 1
-        self.check.max_in_flight = max(self.check.max_in_flight, self.current)
+        self.max_in_flight = max(self.max_in_flight, self.current)
         if isinstance(event.get("wait_s"), int | float):
             self.waits.append(float(event["wait_s"]))
 
@@ -134,16 +170,20 @@ class _Replay:
         if call_id in self.after_429:
             self.after_429[call_id] = "attempt_ended"  # a success, unless a retry follows
 
-    def finish(self) -> LogCheck:
+    def finish(self) -> None:
         check = self.check
-        check.unresolved_429 = [c for c, state in self.after_429.items() if state == "pending"]
-        check.calls = len(self.calls)
-        check.retries_by_status = self.by_status
-        if check.limit is not None:
-            check.limit_held = check.max_in_flight <= check.limit
+        held = self.limit is None or self.max_in_flight <= self.limit
+        check.runs.append(
+            {
+                "limit": self.limit,
+                "calls": len(self.calls),
+                "max_in_flight": self.max_in_flight,
+                "limit_held": held,
+            }
+        )
+        check.unresolved_429 += [c for c, state in self.after_429.items() if state == "pending"]
+        check.calls += len(self.calls)
+        check.max_in_flight = max(check.max_in_flight, self.max_in_flight)
+        if self.limit is not None:
+            check.limit = self.limit  # the last run's, as the summary line shows it
         check.unbalanced += [c for c, n in self.in_flight.items() if n > 0]
-        check.queue_wait_p50_s = percentile(self.waits, 0.5)
-        check.queue_wait_p95_s = percentile(self.waits, 0.95)
-        check.held_p50_s = percentile(self.helds, 0.5)
-        check.held_p95_s = percentile(self.helds, 0.95)
-        return check

@@ -1,6 +1,8 @@
 """`asynceval logs check EVENTS.jsonl`: did the limit hold, was every 429 resolved?
 
-Exit status 0 when both hold, 1 when either was violated, 2 when the log cannot be read.
+Each run in the file (a resumed run appends its own) is checked against its own limit. Exit status
+0 when both hold, 1 when either was violated or the log has no call events to check, 2 when the
+log cannot be read.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..analysis.logcheck import LogFormatError, check_events, read_events
+from ..analysis.logcheck import LogCheck, LogFormatError, check_events, read_events
 from ._errors import CLIError
 
 
@@ -35,6 +37,26 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value * 1000:.1f} ms"
 
 
+def _print_limit(check: LogCheck) -> None:
+    print(f"events            {check.events} ({check.calls} calls)")
+    if not check.checkable:
+        print(
+            "max in flight     cannot check: no call events in this log (calls made outside "
+            "the funnel, or a log filtered above INFO)"
+        )
+        return
+    limit = "unknown (pass --limit)" if check.limit is None else str(check.limit)
+    verdict = "held" if check.limit_held else "EXCEEDED"
+    print(f"max in flight     {check.max_in_flight} (limit {limit}: {verdict})")
+    if len(check.runs) > 1:
+        for number, run in enumerate(check.runs, start=1):
+            held = "held" if run["limit_held"] else "EXCEEDED"
+            print(
+                f"  run {number:<13} {run['max_in_flight']} of limit {run['limit']}: {held} "
+                f"({run['calls']} calls)"
+            )
+
+
 def logs_check(args: argparse.Namespace) -> int:
     path = Path(args.events)
     if path.is_dir():
@@ -51,10 +73,7 @@ def logs_check(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(check.as_dict(), indent=2))
     else:
-        limit = "unknown (pass --limit)" if check.limit is None else str(check.limit)
-        verdict = "held" if check.limit_held else "EXCEEDED"
-        print(f"events            {check.events} ({check.calls} calls)")
-        print(f"max in flight     {check.max_in_flight} (limit {limit}: {verdict})")
+        _print_limit(check)
         print(f"unresolved 429s   {len(check.unresolved_429)}")
         by_status = ", ".join(f"{k}: {v}" for k, v in sorted(check.retries_by_status.items()))
         print(f"retries           {check.retries}" + (f" ({by_status})" if by_status else ""))
@@ -64,5 +83,5 @@ def logs_check(args: argparse.Namespace) -> int:
             f"queue wait        p50 {_ms(check.queue_wait_p50_s)}, p95 {_ms(check.queue_wait_p95_s)}"
         )
         print(f"slot held         p50 {_ms(check.held_p50_s)}, p95 {_ms(check.held_p95_s)}")
-        print("OK" if check.ok else "VIOLATED")
+        print("OK" if check.ok else "VIOLATED" if check.checkable else "CANNOT CHECK")
     return 0 if check.ok else 1

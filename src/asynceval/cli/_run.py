@@ -81,9 +81,7 @@ def run_command(args: argparse.Namespace) -> int:
     runtime = bench.runtime
     if args.repeats is not None:
         bench.n_task_repeats = args.repeats
-    events.configure_logging(
-        runtime.settings.model_copy(update={"log_file": str(out / "events.jsonl")})
-    )
+    events.configure_logging(_events_settings(runtime.settings, out / "events.jsonl"))
     total = _total(tasks, bench)
     mode: Mode = "quiet" if args.quiet else ("live" if sys.stdout.isatty() else "plain")
     progress = Progress(bench.controller or runtime.limiter, total, mode, sys.stdout)
@@ -119,6 +117,15 @@ def _install_runtime(settings: Settings) -> Runtime:
     runtime = Runtime(settings)
     _reset_default(runtime)
     return runtime
+
+
+def _events_settings(settings: Settings, path: Path) -> Settings:
+    """The run's events file: always JSON lines with every call event (`asynceval logs check`
+    reads it), whatever LOG_FORMAT says and at DEBUG when LOG_LEVEL asks for it, else INFO."""
+    level = "DEBUG" if settings.log_level == "DEBUG" else "INFO"
+    return settings.model_copy(
+        update={"log_file": str(path), "log_format": "json", "log_level": level}
+    )
 
 
 def _say_abandoned(count: int) -> None:
