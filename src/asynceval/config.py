@@ -7,6 +7,10 @@ names the variable and the value. Settings are read at the edge (a run, the CLI)
 
 from __future__ import annotations
 
+import difflib
+import os
+import warnings
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import SecretStr, ValidationError, field_validator, model_validator
@@ -57,6 +61,7 @@ class Settings(BaseSettings):
             super().__init__(**values)
         except ValidationError as exc:
             raise ConfigError(_explain(exc)) from exc
+        _warn_unknown(os.environ)
 
     @field_validator("max_concurrent_llm_calls")
     @classmethod
@@ -99,6 +104,23 @@ class Settings(BaseSettings):
     def _lower(cls, value: Any) -> Any:
         return value.lower() if isinstance(value, str) else value
 
+    @field_validator("llm_base_url")
+    @classmethod
+    def _http_url_without_credentials(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        scheme, _, rest = value.partition("://")
+        host = rest.split("/", 1)[0]
+        if scheme.lower() not in ("http", "https") or not host:
+            raise ValueError(
+                f"LLM_BASE_URL must be an http(s) URL such as https://host/v1, got {value!r}"
+            )
+        if "@" in host:  # never repeat the value: it holds a password
+            raise ValueError(
+                "LLM_BASE_URL must not hold credentials (user:password@): set LLM_API_KEY instead"
+            )
+        return value
+
     @model_validator(mode="after")
     def _max_delay_not_below_initial(self) -> Settings:
         if self.retry_max_delay < self.retry_initial_delay:
@@ -128,6 +150,26 @@ class Settings(BaseSettings):
         if self.llm_base_url:  # a query string may carry a key (?key=...): keep it out
             data["llm_base_url"] = self.llm_base_url.split("?", 1)[0]
         return data
+
+
+_PREFIXES = ("MAX_", "RETRY_", "LLM_", "LOG_", "TASK_", "BATCHING_")
+
+
+def _warn_unknown(environ: Mapping[str, str]) -> None:
+    """A warning for each variable with one of our prefixes that no setting knows (a typo such
+    as MAX_CONCURENT_LLM_CALLS would otherwise be ignored in silence), naming the closest one."""
+    known = [name.upper() for name in Settings.model_fields]
+    for name in sorted(environ):
+        if name.startswith(_PREFIXES) and name not in known:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            warnings.warn(
+                f"{name} is not an asynceval setting{hint}", UnknownSettingWarning, stacklevel=3
+            )
+
+
+class UnknownSettingWarning(UserWarning):
+    """An environment variable looks like an asynceval setting but is none (a typo)."""
 
 
 def _explain(exc: ValidationError) -> str:

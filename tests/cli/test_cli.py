@@ -392,3 +392,59 @@ def test_the_events_file_of_a_cli_run_is_checkable_whatever_log_level_and_format
     assert sum(e["event"] == "acquired" for e in events) == 40
     check = asynceval("logs", "check", "o", cwd=tmp_path)
     assert check.returncode == 0 and "(limit 5: held)" in check.stdout
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", "tasks.jsonl: no tasks in the file"),
+        ("\n\n", "tasks.jsonl: no tasks in the file"),
+        ('{"query": "a"}\n{"query": ', "tasks.jsonl:2: not valid JSON"),
+        ('{"id": "x"}\n', "tasks.jsonl:1: query: missing"),
+        ('{"query": "q", "metadata": 3}\n', "tasks.jsonl:1: metadata must be an object, got 3"),
+        (b"\x7fELF\x02\x01\x01\x00\xd0\xff\n", "tasks.jsonl:1: not UTF-8 text"),
+        (None, "tasks.jsonl: a directory, not a task file"),
+    ],
+)
+def test_a_bad_task_file_is_one_line_naming_file_line_and_field(
+    tmp_path: Path, content: str | bytes | None, message: str
+) -> None:
+    target = tmp_path / "tasks.jsonl"
+    if content is None:
+        target.mkdir()
+    elif isinstance(content, bytes):
+        target.write_bytes(content)
+    else:
+        target.write_text(content)
+    done = asynceval("run", ARITHMETIC, "--tasks", "tasks.jsonl", "--out", "o", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"asynceval run: {message}" or message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("ftp://host/v1", "LLM_BASE_URL must be an http(s) URL"),
+        ("localhost:8000/v1", "LLM_BASE_URL must be an http(s) URL"),
+        ("https://user:hunter22@host/v1", "LLM_BASE_URL must not hold credentials"),
+    ],
+)
+def test_a_bad_base_url_stops_the_run_before_anything_runs(
+    tmp_path: Path, url: str, message: str
+) -> None:
+    done = asynceval("run", ARITHMETIC, "--out", "o", cwd=tmp_path, env={"LLM_BASE_URL": url})
+    assert done.returncode == 2 and message in done.stderr
+    assert "hunter22" not in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_mistyped_setting_gets_a_warning_naming_the_closest(tmp_path: Path) -> None:
+    env = {"MAX_CONCURENT_LLM_CALLS": "3"}
+    done = asynceval("run", ARITHMETIC, "--out", "o", "--quiet", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert (
+        "asynceval: warning: MAX_CONCURENT_LLM_CALLS is not an asynceval setting; "
+        "did you mean MAX_CONCURRENT_LLM_CALLS?"
+    ) in done.stderr

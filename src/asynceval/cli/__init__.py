@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Sequence
+from typing import TextIO
 
 from .. import __version__
+from ..config import UnknownSettingWarning
 from ._errors import CLIError
 from ._logs import add_parser as add_logs_parser
 from ._report import add_parser as add_report_parser
@@ -36,9 +39,30 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line_warnings() -> None:
+    """Our warnings (a mistyped setting name) as one line each, like the errors."""
+    show = warnings.showwarning
+
+    def showwarning(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        if issubclass(category, UnknownSettingWarning):
+            print(f"asynceval: warning: {message}", file=sys.stderr)
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = showwarning
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `asynceval` console script; returns the exit status."""
     args = _parser().parse_args(argv)
+    _one_line_warnings()
     try:
         status: int = args.handler(args)
     except CLIError as exc:

@@ -191,6 +191,8 @@ def _tasks(args: argparse.Namespace, bench: Benchmark) -> Iterable[Task | Mappin
             raise CLIError(f"--tasks {args.tasks}: no such file") from None
         except TaskSpecError as exc:
             raise CLIError(str(exc)) from None
+        except OSError as exc:
+            raise CLIError(f"--tasks {args.tasks}: {exc.strerror or exc}") from None
     tasks = bench.default_tasks()
     if tasks is None:
         raise CLIError(

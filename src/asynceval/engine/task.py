@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
@@ -173,27 +174,41 @@ def _known(cls: type, data: Mapping[str, Any], prefix: str) -> dict[str, Any]:
 def iter_tasks(path: str | PathLike[str]) -> Iterator[Task]:
     """Tasks from a JSONL file, read lazily one line at a time; blank lines are skipped.
 
-    A malformed line raises `TaskSpecError("FILE:LINE: field: problem")` when it is reached.
+    A malformed line raises `TaskSpecError("FILE:LINE: field: problem")` when it is reached; so
+    does a line that is not UTF-8 text (a binary file). A directory is a TaskSpecError too.
     """
-    with open(path, encoding="utf-8") as file:
-        for number, line in enumerate(file, start=1):
+    if os.path.isdir(path):
+        raise TaskSpecError(f"{path}: a directory, not a task file (one JSON object per line)")
+    with open(path, "rb") as file:
+        for number, raw in enumerate(file, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise TaskSpecError(
+                    f"{path}:{number}: not UTF-8 text (a task file holds one JSON object per line)"
+                ) from None
             if not line.strip():
                 continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise TaskSpecError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
-            try:
-                yield Task.from_dict(data)
-            except TaskSpecError as exc:
-                raise TaskSpecError(f"{path}:{number}: {exc}") from None
-            except TypeError as exc:
-                raise TaskSpecError(f"{path}:{number}: {exc}") from None
+            yield _task_of_line(path, number, line)
+
+
+def _task_of_line(path: str | PathLike[str], number: int, line: str) -> Task:
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise TaskSpecError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+    try:
+        return Task.from_dict(data)
+    except (TaskSpecError, TypeError) as exc:
+        raise TaskSpecError(f"{path}:{number}: {exc}") from None
 
 
 def load_tasks(path: str | PathLike[str]) -> list[Task]:
-    """All tasks of a JSONL file, checked before any is returned (ids must be unique)."""
+    """All tasks of a JSONL file, checked before any is returned (ids must be unique; a file
+    with no task at all is a mistake too)."""
     tasks = list(iter_tasks(path))
+    if not tasks:
+        raise TaskSpecError(f"{path}: no tasks in the file (one JSON object per line)")
     seen: dict[str, int] = {}
     for index, task in enumerate(tasks):
         if task.id in seen:
