@@ -15,6 +15,7 @@ import anyio
 
 from asynceval import Benchmark, Settings, Task
 from asynceval.engine import read_records, successful_pairs
+from asynceval.engine.results import successful_reports
 
 HERE = Path(__file__).parent
 
@@ -89,3 +90,24 @@ def test_a_run_killed_half_way_then_resumed_runs_each_pair_exactly_once(tmp_path
     assert sum(started_second.values()) == 80 - len(before)
     for task_id in {t for t, _ in before}:
         assert started_second[task_id] == 2 - sum(1 for t, _ in before if t == task_id)
+
+
+def test_reading_a_results_file_for_resume_streams_it(tmp_path: Path) -> None:
+    """Resuming a file of large traces costs about what its successes' evals do, not the file."""
+    import tracemalloc
+
+    path = tmp_path / "results.jsonl"
+    trace = "x" * 20_000
+    with path.open("w") as file:
+        file.write(json.dumps({"type": "header"}) + "\n")
+        for i in range(500):  # about 10 MB
+            record = {"task_id": f"t{i}", "repeat_idx": 0, "status": "success"}
+            file.write(json.dumps({**record, "eval": [{"passed": True}], "traces": trace}) + "\n")
+    tracemalloc.start()
+    try:
+        reports = successful_reports(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(reports) == 500 and "traces" not in reports[("t0", 0)]
+    assert peak < 2_000_000  # bytes: far below the file's 10 MB

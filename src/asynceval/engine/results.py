@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from os import PathLike
 from types import TracebackType
 from typing import IO, Any
@@ -58,11 +58,9 @@ def encode_line(record: Mapping[str, Any]) -> bytes:
     return text.encode("utf-8", errors="replace") + b"\n"
 
 
-def read_records(path: str | PathLike[str]) -> tuple[list[dict[str, Any]], int]:
-    """(every parseable line as a dict, number of damaged lines) of a results file. A line cut
-    short by a kill, even inside a multi-byte character, counts as damaged."""
-    records: list[dict[str, Any]] = []
-    damaged = 0
+def iter_records(path: str | PathLike[str]) -> Iterator[dict[str, Any] | None]:
+    """Each line of a results file as a dict, or None for a damaged one (a line cut short by a
+    kill, even inside a multi-byte character, or not an object); read one line at a time."""
     with open(path, "rb") as file:
         for line in file:
             if not line.strip():
@@ -70,12 +68,20 @@ def read_records(path: str | PathLike[str]) -> tuple[list[dict[str, Any]], int]:
             try:
                 record = json.loads(line)
             except (json.JSONDecodeError, UnicodeDecodeError):
-                damaged += 1
+                yield None
                 continue
-            if isinstance(record, dict):
-                records.append(record)
-            else:
-                damaged += 1
+            yield record if isinstance(record, dict) else None
+
+
+def read_records(path: str | PathLike[str]) -> tuple[list[dict[str, Any]], int]:
+    """(every parseable line as a dict, number of damaged lines) of a results file."""
+    records: list[dict[str, Any]] = []
+    damaged = 0
+    for record in iter_records(path):
+        if record is None:
+            damaged += 1
+        else:
+            records.append(record)
     return records, damaged
 
 
@@ -84,19 +90,21 @@ def successful_pairs(path: str | PathLike[str]) -> set[tuple[str, int]]:
     return set(successful_reports(path))
 
 
+_KEPT_ON_RESUME = ("task_id", "repeat_idx", "status", "termination_reason", "eval", "attempts")
+
+
 def successful_reports(path: str | PathLike[str]) -> dict[tuple[str, int], dict[str, Any]]:
-    """The successful reports of a results file by (task_id, repeat_idx), without their traces
-    and configs (what a resumed run needs to know of them, kept small)."""
+    """The successful reports of a results file by (task_id, repeat_idx), each cut down to what a
+    resumed run needs of it (ids, status, eval: the queue and `on_task_end` see these), read one
+    line at a time: resuming a file of large traces costs what its successes' evals do."""
     if not os.path.exists(path):
         return {}
-    records, _ = read_records(path)
-    return {
-        (str(r["task_id"]), int(r["repeat_idx"])): {
-            k: v for k, v in r.items() if k not in ("traces", "config")
-        }
-        for r in records
-        if r.get("type") != "header" and r.get("status") == "success"
-    }
+    reports: dict[tuple[str, int], dict[str, Any]] = {}
+    for record in iter_records(path):
+        if record is not None and record.get("status") == "success":  # headers have none
+            pair = (str(record["task_id"]), int(record["repeat_idx"]))
+            reports[pair] = {k: record[k] for k in _KEPT_ON_RESUME if k in record}
+    return reports
 
 
 class ResultsFile:
