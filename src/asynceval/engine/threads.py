@@ -156,10 +156,6 @@ class ThreadRunner:
         if not nested:
             self.limiter.release_on_behalf_of(ticket)
 
-    def busy(self) -> int:
-        """Threads counted against the limit now, abandoned ones included."""
-        return int(self.limiter.borrowed_tokens)
-
     def abandoned(self) -> int:
         """Threads whose repetition stopped waiting for them and that have not returned yet."""
         with self._lock:
@@ -172,11 +168,6 @@ def _in_thread(func: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, 
 
 
 _threads: ContextVar[ThreadRunner | None] = ContextVar("asynceval_threads", default=None)
-
-
-def engine_threads() -> ThreadRunner | None:
-    """The thread runner of the engine run this code is in, or None outside a run."""
-    return _threads.get()
 
 
 @contextlib.contextmanager
