@@ -1,9 +1,11 @@
-"""Secret redaction for event lines: what never reaches an events file or stderr.
+"""Secret redaction: what never reaches an events file, a results file or stderr.
 
 A structlog processor (`redact_secrets`) blanks values under secret-looking keys at any depth and
-anything held by a `SecretStr`; the final renderer is wrapped (`ScrubbingRenderer`) so that the
-rendered line loses every registered secret (`register_secret`, in its raw and JSON-escaped
-forms) and every bearer-token or API-key shaped string.
+anything held by a `SecretStr`. Then every string value (never the rendered text, which a secret
+such as `null` or `1000` would cut through) loses every registered secret (`register_secret`, in
+its raw and JSON-escaped forms) and every bearer-token or API-key shaped string: events through
+`ScrubbingRenderer`, results lines through `scrub_value`, and only when a cheap look at the
+rendered line (`may_hold_secret`) says it may hold one.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ def register_secret(value: str | SecretStr | None) -> None:
 
 
 # Fields asynceval writes itself: their names are not secret-looking, so the key check skips them
-# (their values are still scrubbed on the rendered line).
+# (their values are still scrubbed by `ScrubbingRenderer`).
 _OWN_FIELDS = frozenset(
     (
         "event",
@@ -98,22 +100,55 @@ def redact_secrets(logger: WrappedLogger, method_name: str, event_dict: EventDic
     return event_dict
 
 
-def scrub_line(line: str) -> str:
-    """Blank registered secrets and bearer/API-key shaped strings anywhere in a rendered line."""
+def may_hold_secret(text: str) -> bool:
+    """Whether rendered text may hold a secret: cheap substring checks, so that the common line
+    (none) pays for nothing more."""
+    return (
+        "Bearer" in text
+        or "Basic" in text
+        or "sk-" in text
+        or "xox" in text
+        or any(secret in text for secret in _secrets)
+    )
+
+
+def scrub_line(text: str) -> str:
+    """`text` with every registered secret (whole) and every bearer/API-key shaped string blanked.
+    For one string value: applied to rendered JSON it could cut through its syntax."""
     for secret in _secrets:
-        if secret in line:
-            line = line.replace(secret, REDACTED)
-    # Cheap substring checks first: most lines hold none of these, and skip the regex.
-    if "Bearer" in line or "Basic" in line or "sk-" in line or "xox" in line:
-        line = _SECRET_VALUE.sub(REDACTED, line)
-    return line
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    if "Bearer" in text or "Basic" in text or "sk-" in text or "xox" in text:
+        text = _SECRET_VALUE.sub(REDACTED, text)
+    return text
+
+
+def scrub_value(value: Any) -> Any:
+    """A copy of `value` with `scrub_line` applied to every string in it (keys included); numbers,
+    booleans and None are left as they are, so JSON made of it stays valid and typed."""
+    if isinstance(value, str):
+        return scrub_line(value)
+    if isinstance(value, SecretStr):
+        return REDACTED
+    if isinstance(value, Mapping):
+        return {
+            scrub_line(key) if isinstance(key, str) else key: scrub_value(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple | set | frozenset):
+        return [scrub_value(item) for item in value]
+    return value
 
 
 class ScrubbingRenderer:
-    """Wraps the final renderer so that nothing it writes escapes `scrub_line`."""
+    """Wraps the final renderer: a line that may hold a secret is rendered again from a copy of
+    the event whose string values were scrubbed, never by editing the rendered text."""
 
     def __init__(self, renderer: Processor) -> None:
         self.renderer = renderer
 
     def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> str:
-        return scrub_line(str(self.renderer(logger, method_name, event_dict)))
+        line = str(self.renderer(logger, method_name, dict(event_dict)))  # renderers may pop keys
+        if not may_hold_secret(line):
+            return line
+        return str(self.renderer(logger, method_name, scrub_value(event_dict)))

@@ -19,6 +19,7 @@ from typing import IO, Any
 
 import anyio
 
+from .._redact import may_hold_secret, scrub_value
 from ..runtime import Writer, process_writer
 
 
@@ -50,11 +51,15 @@ def _plain(value: Any, seen: frozenset[int] = frozenset()) -> Any:
 
 def encode_line(record: Mapping[str, Any]) -> bytes:
     """One UTF-8 JSON line for `record`. Never fails: values JSON cannot hold (non-string keys,
-    NaN, cycles, arbitrary objects) are written as their string form."""
+    NaN, cycles, arbitrary objects) are written as their string form. Registered secrets and
+    key-shaped strings are blanked in its string values (never in the encoded text)."""
     try:
         text = json.dumps(record, default=_json_default, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError, RecursionError):
-        text = json.dumps(_plain(record), ensure_ascii=False, allow_nan=False)
+        record = _plain(record)
+        text = json.dumps(record, ensure_ascii=False, allow_nan=False)
+    if may_hold_secret(text):  # e.g. a provider's error body echoing the API key
+        text = json.dumps(scrub_value(_plain(record)), ensure_ascii=False, allow_nan=False)
     return text.encode("utf-8", errors="replace") + b"\n"
 
 
