@@ -95,11 +95,13 @@ async def test_an_abandoned_threads_later_call_is_refused_at_once_and_the_loop_s
 
 async def test_a_bridged_calls_slot_is_freed_at_the_deadline(event_log: EventLog) -> None:
     """A sync agent's call to a slow provider is cancelled when its repetition times out: the
-    slot is free at once, while the thread is still blocked in the call."""
+    slot is free while the run is still going (not only when the run ends and the portal
+    closes) and while the thread is still blocked in the call."""
     rt = Runtime(Settings())
     model = OpenAIChatModel(sim_config=SimConfig(latency=3.0), runtime=rt)
     outcome: list[BaseException] = []
     returned = threading.Event()
+    active_mid_run: list[int] = []
 
     class Caller:
         def run(self, query: str) -> str:
@@ -110,12 +112,23 @@ async def test_a_bridged_calls_slot_is_freed_at_the_deadline(event_log: EventLog
             returned.set()
             return "x"
 
-    started = time.monotonic()
-    reports = await _Agents(Caller, runtime=rt).run([_timed("slow", 0.3)])
-    assert reports[0]["status"] == "task_timeout"
-    await anyio.sleep(0.1)  # the cancelled call leaves its slot on its next loop turn
-    assert rt.limiter.statistics().active == 0
-    assert time.monotonic() - started < 1.5  # not the provider's 3 s
+    class Patient:
+        async def run(self, query: str) -> str:
+            await anyio.sleep(0.6)  # past the other's deadline: the run is still going
+            active_mid_run.append(rt.limiter.statistics().active)
+            return "done"
+
+    class Bench(Benchmark):
+        async def setup_agents(self, agent_data: Any, env: Any, task: Task, user: Any) -> Any:
+            agent = SyncAgent(Caller()) if task.id == "slow" else Patient().run
+            return [agent], {}
+
+    reports = await Bench(runtime=rt).run([_timed("slow", 0.3), _timed("patient", 5)])
+    assert {r["task_id"]: r["status"] for r in reports} == {
+        "slow": "task_timeout",
+        "patient": "success",
+    }
+    assert active_mid_run == [0]  # the 3 s call held no slot 0.3 s after its deadline
     assert await anyio.to_thread.run_sync(returned.wait, 2)
     assert isinstance(outcome[0], RepetitionExpired)
     acquired = {e["call_id"] for e in event_log.named("acquired")}

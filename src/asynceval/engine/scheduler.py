@@ -132,7 +132,9 @@ class Run:
             async with AsyncExitStack() as stack:
                 if self.results_path is not None:
                     self._results = await stack.enter_async_context(
-                        ResultsFile(self.results_path, self._header(controller))
+                        ResultsFile(
+                            self.results_path, self._header(controller), self.runtime.writer
+                        )
                     )
                 await self.callbacks.fire("on_run_start", self.bench)
                 await self._schedule()

@@ -134,8 +134,8 @@ class ThreadRunner:
                 if abandoned:
                     loop.call_soon_threadsafe(self._returned, ticket, nested)
 
-        self._workers.submit(job)
         try:
+            self._workers.submit(job)  # inside: a thread that cannot start gives its token back
             await done.wait()
         finally:
             if ticket.leave():

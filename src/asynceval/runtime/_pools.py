@@ -24,6 +24,7 @@ import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import NamedTuple
 
+import anyio
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
@@ -90,10 +91,12 @@ class _LoopPools:
 
     async def close(self, keys: Callable[[EndpointKey, _Entry], bool]) -> None:
         chosen = [key for key, entry in self.entries.items() if keys(key, entry)]
-        for key in chosen:
-            entry = self.entries.pop(key)
-            with contextlib.suppress(Exception):
-                await entry.client.aclose()
+        # Shielded: a run cancelled at its end (Ctrl-C) still closes what it took out of the map.
+        with anyio.CancelScope(shield=True):
+            for key in chosen:
+                entry = self.entries.pop(key)
+                with contextlib.suppress(Exception):
+                    await entry.client.aclose()
 
 
 async def _close_at_loop_end(pools: _LoopPools) -> AsyncGenerator[None]:
@@ -108,8 +111,7 @@ async def _close_at_loop_end(pools: _LoopPools) -> AsyncGenerator[None]:
 class Pools:
     """Every event loop's clients of one runtime."""
 
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
+    def __init__(self) -> None:
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopPools] = (
             weakref.WeakKeyDictionary()
         )

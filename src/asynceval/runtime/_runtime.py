@@ -60,7 +60,7 @@ class Runtime:
             RateLimiter.from_settings(self.settings) if rate is _UNSET else rate
         )
         self.retry_policy = RetryPolicy.from_settings(self.settings)
-        self.pools = Pools(self.limiter.limit)
+        self.pools = Pools()
         self.writer: Writer = writer()  # files are process-wide: one writer thread for all
         self._sim: SimProvider | None = None
         self._sim_lock = threading.Lock()
