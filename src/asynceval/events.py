@@ -57,6 +57,7 @@ QUEUEING = "queueing"
 ACQUIRED = "acquired"
 RELEASED = "released"
 CANCELLED = "cancelled"
+LIMIT_CHANGED = "limit_changed"
 TOOL_WAVE = "tool_wave"
 RETRY = "retry"
 TIMEOUT = "timeout"
@@ -252,6 +253,15 @@ def cancelled(*, agent: str | None, dimension: str | None, call_id: str, wait_s:
     """A caller left the line without a slot (cancelled while queued): closes its `queueing`."""
     fields = {"agent": agent, "dimension": dimension, "call_id": call_id}
     _write("info", CANCELLED, {**fields, "wait_s": round(wait_s, 6)})
+
+
+def limit_changed(
+    *, endpoint: str, limit: int, previous: int, cap: int, in_flight: int, reason: str
+) -> None:
+    """An endpoint's adaptive limit moved: down on an overload 429 (`reason` "429"), back up
+    with successes ("success"); `cap` is the global limit it never exceeds."""
+    fields = {"endpoint": endpoint, "limit": limit, "previous": previous, "cap": cap}
+    _write("info", LIMIT_CHANGED, {**fields, "in_flight": in_flight, "reason": reason})
 
 
 def retry(

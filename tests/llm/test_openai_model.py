@@ -293,15 +293,15 @@ async def test_2000_calls_cancelled_at_random_leave_no_slot_held(event_log: Even
 async def test_requests_per_minute_limit_applies_to_model_calls() -> None:
     from asynceval.limits import RateLimiter
 
-    limiter = RateLimiter(requests_per_minute=120)  # a burst of 120, then 2 per second
+    limiter = RateLimiter(requests_per_minute=20, window_s=0.5)  # 20 in any 0.5 s
     model = OpenAIChatModel(
         controller=ConcurrencyController(50), rate_limiter=limiter, sim_config=SimConfig(latency=0)
     )
     async with model:
         async with anyio.create_task_group() as tg:
-            for index in range(120):
+            for index in range(20):
                 tg.start_soon(model.generate, f"q{index}")
         started = anyio.current_time()
         await model.generate("one more")
         waited = anyio.current_time() - started
-    assert waited >= 0.2
+    assert waited >= 0.4

@@ -154,6 +154,8 @@ async def test_stats_count_requests_statuses_tokens_and_reset() -> None:
         "in_flight": 0,
         "max_in_flight": 0,
         "tokens": {"prompt": 0, "completion": 0},
+        "window_max_requests": 0,
+        "window_max_tokens": 0,
     }
 
 

@@ -26,6 +26,7 @@ def test_defaults_match_the_contract() -> None:
     assert (config.fail_first, config.fail_first_status, dict(config.fault_rates)) == (0, 429, {})
     assert (config.hang_rate, config.malformed_rate, config.truncated_rate) == (0.0, 0.0, 0.0)
     assert config.tokens_per_char == 0.25
+    assert (config.rate_window, config.attempt_memory) == (60.0, 65_536)
 
 
 @pytest.mark.parametrize(
@@ -41,6 +42,9 @@ def test_defaults_match_the_contract() -> None:
         {"hang_rate": 2.0},
         {"malformed_rate": 0.7, "truncated_rate": 0.7},
         {"tokens_per_char": 0.0},
+        {"rate_window": 0.0},
+        {"rate_window": float("inf")},
+        {"attempt_memory": 0},
     ],
 )
 def test_invalid_values_raise_value_error_naming_the_field(bad: dict[str, Any]) -> None:

@@ -98,4 +98,12 @@ async def test_openai_sdk_tool_call_then_final_answer(base_url: str) -> None:
 
 def test_stats_endpoint_answers_on_the_real_server(base_url: str) -> None:
     stats = httpx.get(base_url.removesuffix("/v1") + "/stats").json()
-    assert set(stats) == {"requests", "statuses", "in_flight", "max_in_flight", "tokens"}
+    assert set(stats) == {
+        "requests",
+        "statuses",
+        "in_flight",
+        "max_in_flight",
+        "tokens",
+        "window_max_requests",
+        "window_max_tokens",
+    }

@@ -41,6 +41,12 @@ def add_parser(commands: Any) -> None:
         "Anthropic /v1/messages, GET /stats)",
         description="Serve the simulated provider. Point a client at http://HOST:PORT/v1.",
     )
+    _add_options(serve_cmd)
+    serve_cmd.set_defaults(handler=sim_serve)
+
+
+def _add_options(serve_cmd: argparse.ArgumentParser) -> None:
+    """`sim serve`'s options: where to listen, and every SimConfig knob."""
     serve_cmd.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
     serve_cmd.add_argument("--port", type=_port, default=8000, help="port (default 8000)")
     serve_cmd.add_argument("--seed", type=int, default=0, help="seed for every random draw")
@@ -52,7 +58,16 @@ def add_parser(commands: Any) -> None:
     serve_cmd.add_argument(
         "--max-concurrency", type=int, default=None, help="server-side cap; above it: 429"
     )
-    serve_cmd.add_argument("--rpm", type=int, default=None, help="requests per minute; over: 429")
+    serve_cmd.add_argument(
+        "--rpm", type=int, default=None, help="requests per rate window (a minute); over: 429"
+    )
+    serve_cmd.add_argument(
+        "--rate-window",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="the window of --rpm and of the window_max_* stats (default 60)",
+    )
     serve_cmd.add_argument(
         "--retry-after", type=float, default=1.0, help="Retry-After sent with 429/503 (seconds)"
     )
@@ -72,12 +87,18 @@ def add_parser(commands: Any) -> None:
     serve_cmd.add_argument("--malformed-rate", type=float, default=0.0, help="200, body not JSON")
     serve_cmd.add_argument("--truncated-rate", type=float, default=0.0, help="200, JSON cut short")
     serve_cmd.add_argument(
+        "--attempt-memory",
+        type=int,
+        default=65_536,
+        metavar="N",
+        help="remember attempt counts of the last N distinct requests (default 65536)",
+    )
+    serve_cmd.add_argument(
         "--log-level",
         default="warning",
         choices=["critical", "error", "warning", "info", "debug", "trace"],
         help="uvicorn's log level",
     )
-    serve_cmd.set_defaults(handler=sim_serve)
 
 
 def sim_serve(args: argparse.Namespace) -> int:
@@ -89,6 +110,7 @@ def sim_serve(args: argparse.Namespace) -> int:
             latency_distribution=args.distribution,
             max_concurrency=args.max_concurrency,
             rpm=args.rpm,
+            rate_window=args.rate_window,
             retry_after=args.retry_after,
             fail_first=args.fail_first,
             fail_first_status=args.fail_first_status,
@@ -96,6 +118,7 @@ def sim_serve(args: argparse.Namespace) -> int:
             hang_rate=args.hang_rate,
             malformed_rate=args.malformed_rate,
             truncated_rate=args.truncated_rate,
+            attempt_memory=args.attempt_memory,
         )
     except ValueError as exc:
         print(f"asynceval sim serve: {exc}", file=sys.stderr)

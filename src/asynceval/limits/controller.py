@@ -6,6 +6,15 @@ Each attempt waits out at most one pause: callers that sat through a pause go to
 ends, instead of one at a time while each of their 429s starts the next pause (their own retries
 already wait the Retry-After).
 
+Adaptive limits per endpoint: a provider that serves fewer calls at once than the limit answers
+the excess with 429s while it serves the rest. Such a 429 (`overloaded`: other calls to the endpoint
+are in flight) lowers that endpoint's limit to the calls still in flight there, which is what the
+provider is shown to serve; each success raises it by 1/limit (one more slot per round of
+successes), never above the global limit, so it probes the provider's cap again and settles just
+under it. Each change is a `limit_changed` event. The global limit itself never changes (FR-009).
+A caller whose attempt was turned away that way comes back with `slot(front=True)`: it keeps its
+place ahead of everyone who arrived after it.
+
 Each attempt writes `queueing`, then `acquired` and `released` (or `cancelled` when it leaves the
 line without a slot). `acquired` is written after the slot is taken and `released` before it is
 freed, so across threads and loops too, replaying +1 per `acquired` and -1 per `released` never
@@ -20,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 
 import anyio
@@ -32,13 +41,15 @@ from ..config import Settings
 
 @dataclass(frozen=True)
 class ControllerStatistics:
-    """A snapshot of the controller: slots in use, callers waiting, and the peak so far."""
+    """A snapshot of the controller: slots in use, callers waiting, the peak so far, and the
+    endpoints whose adaptive limit is below `limit` (endpoint -> slots it may use now)."""
 
     limit: int
     active: int
     waiting: int
     max_active: int
     granted: int
+    endpoint_limits: dict[str, int] = field(default_factory=dict)
 
 
 class _Pause:
@@ -58,10 +69,11 @@ class _Waiter:
     through `call_soon_threadsafe` from any other thread (another event loop's caller releasing).
     """
 
-    __slots__ = ("endpoint", "event", "granted", "loop", "queued_at", "thread", "timed")
+    __slots__ = ("endpoint", "event", "front", "granted", "loop", "queued_at", "thread", "timed")
 
-    def __init__(self, endpoint: str | None, queued_at: float) -> None:
+    def __init__(self, endpoint: str | None, queued_at: float, front: bool) -> None:
         self.endpoint = endpoint
+        self.front = front
         self.queued_at = queued_at
         self.event = anyio.Event()
         self.granted = False
@@ -100,7 +112,10 @@ class ConcurrencyController:
             raise ValueError(f"MAX_CONCURRENT_LLM_CALLS must be >= 1, got {limit}")
         self._limit = limit
         self._waiters: dict[_Waiter, None] = {}  # insertion-ordered, O(1) removal
+        self._front: dict[_Waiter, None] = {}  # callers coming back: served before `_waiters`
         self._active = 0
+        self._active_at: dict[str | None, int] = {}  # slots held per endpoint
+        self._reduced: dict[str, float] = {}  # adaptive limits below `_limit`, per endpoint
         self._max_active = 0
         self._granted = 0
         self._pauses: dict[str, _Pause] = {}
@@ -120,9 +135,10 @@ class ConcurrencyController:
             return ControllerStatistics(
                 limit=self._limit,
                 active=self._active,
-                waiting=len(self._waiters),
+                waiting=len(self._waiters) + len(self._front),
                 max_active=self._max_active,
                 granted=self._granted,
+                endpoint_limits={e: int(v) for e, v in self._reduced.items()},
             )
 
     def slot(
@@ -132,9 +148,73 @@ class ConcurrencyController:
         dimension: str | None = None,
         call_id: str | None = None,
         endpoint: str | None = None,
+        front: bool = False,
     ) -> Slot:
-        """An async context manager holding one slot; `endpoint` makes it respect that pause."""
-        return Slot(self, agent, dimension, call_id, endpoint)
+        """An async context manager holding one slot; `endpoint` makes it respect that
+        endpoint's pause and adaptive limit; `front` puts a caller that already waited its turn
+        (an attempt turned away by an overloaded provider) ahead of later arrivals."""
+        return Slot(self, agent, dimension, call_id, endpoint, front)
+
+    def endpoint_limit(self, endpoint: str | None) -> int:
+        """The slots `endpoint` may hold at once now: its adaptive limit, else the limit."""
+        reduced = self._reduced.get(endpoint) if endpoint is not None else None
+        return int(reduced) if reduced is not None else self._limit
+
+    def overloaded(self, endpoint: str) -> bool:
+        """Called by a holder of a slot for `endpoint` whose attempt got a 429: True when other
+        calls to `endpoint` are in flight, so the provider is serving them and turned this one
+        away for capacity. The endpoint's limit then drops to those calls (a `limit_changed`
+        event when it changes). False when this was the only call: a rate or quota 429, which
+        the caller handles with a pause and a backoff."""
+        with self._lock:
+            others = self._active_at.get(endpoint, 0) - 1
+            if others < 1:
+                return False
+            previous = self.endpoint_limit(endpoint)
+            if others < previous:
+                self._reduced[endpoint] = float(others)
+        if others < previous:
+            events.limit_changed(
+                endpoint=endpoint,
+                limit=others,
+                previous=previous,
+                cap=self._limit,
+                in_flight=others + 1,
+                reason="429",
+            )
+        return True
+
+    def succeeded(self, endpoint: str | None) -> None:
+        """An attempt at `endpoint` succeeded: its adaptive limit grows by 1/limit (additive
+        increase, about one slot per round of calls), up to the limit."""
+        if endpoint is None or endpoint not in self._reduced:
+            return  # the common case: nothing reduced, nothing to do (no lock)
+        with self._lock:
+            current = self._reduced.get(endpoint)
+            if current is None:
+                return
+            grown = current + 1.0 / current
+            if grown >= self._limit:
+                del self._reduced[endpoint]
+            else:
+                self._reduced[endpoint] = grown
+            changed = int(grown) > int(current)
+            chosen = self._dispatch() if changed else []
+        if changed:
+            events.limit_changed(
+                endpoint=endpoint,
+                limit=min(int(grown), self._limit),
+                previous=int(current),
+                cap=self._limit,
+                in_flight=self._active_at.get(endpoint, 0),
+                reason="success",
+            )
+        self._wake(chosen)
+
+    def _room(self, endpoint: str | None) -> bool:
+        """Whether `endpoint`'s adaptive limit lets one more slot go to it (lock held)."""
+        reduced = self._reduced.get(endpoint) if endpoint is not None else None
+        return reduced is None or self._active_at.get(endpoint, 0) < int(reduced)
 
     def pause(self, endpoint: str, seconds: float) -> None:
         """Grant no slot for `endpoint` for `seconds` from now; overlapping pauses merge into one."""
@@ -144,7 +224,7 @@ class ConcurrencyController:
             pause = self._pauses.setdefault(endpoint, _Pause())
             pause.until = max(pause.until, now + max(0.0, seconds))
             to_wake = [
-                w for w in self._waiters if w.endpoint == endpoint and not w.timed
+                w for w in (*self._front, *self._waiters) if w.endpoint == endpoint and not w.timed
             ]  # not grants: they wake, see the pause, sleep it out
         for waiter in to_wake:
             waiter.wake()
@@ -178,20 +258,25 @@ class ConcurrencyController:
         """Grant free slots to the earliest waiters whose endpoint is not paused (lock held);
         returns them, to be woken once the lock is released."""
         free = self._limit - self._active
-        if free <= 0 or not self._waiters:
+        if free <= 0 or not (self._waiters or self._front):
             return []
         now = time.monotonic() if self._pauses else 0.0
         chosen: list[_Waiter] = []
-        for waiter in self._waiters:
-            if self._pauses and self._hold(waiter.endpoint, waiter.queued_at, now) > 0:
-                continue
-            chosen.append(waiter)
+        for lane in (self._front, self._waiters):
+            for waiter in lane:
+                if self._pauses and self._hold(waiter.endpoint, waiter.queued_at, now) > 0:
+                    continue
+                if self._reduced and not self._room(waiter.endpoint):
+                    continue
+                self._take(waiter.endpoint)  # now, so `_room` counts it for the next waiter
+                waiter.granted = True
+                chosen.append(waiter)
+                if len(chosen) == free:
+                    break
             if len(chosen) == free:
                 break
         for waiter in chosen:
-            del self._waiters[waiter]
-            self._take()
-            waiter.granted = True
+            (self._front if waiter.front else self._waiters).pop(waiter)
         return chosen
 
     def _wake(self, chosen: list[_Waiter]) -> None:
@@ -200,44 +285,52 @@ class ConcurrencyController:
             if not waiter.wake():
                 with self._lock:
                     self._granted -= 1
-                    self._active -= 1
+                    self._untake(waiter.endpoint)
                     more = self._dispatch()
                 self._wake(more)
 
-    def _take(self) -> None:
+    def _take(self, endpoint: str | None) -> None:
         self._active += 1
         self._granted += 1
         if self._active > self._max_active:
             self._max_active = self._active
+        at = self._active_at
+        at[endpoint] = at.get(endpoint, 0) + 1
 
-    def _give_back(self) -> int:
+    def _untake(self, endpoint: str | None) -> None:
+        self._active -= 1
+        self._active_at[endpoint] -= 1
+
+    def _give_back(self, endpoint: str | None) -> int:
         """Free one slot and hand it on; returns the slots in use after the release."""
         with self._lock:
-            self._active -= 1
+            self._untake(endpoint)
             active = self._active
             chosen = self._dispatch()
         if chosen:
             self._wake(chosen)
         return active
 
-    def _try_take(self, endpoint: str | None, now: float) -> _Waiter | None:
+    def _try_take(self, endpoint: str | None, now: float, front: bool) -> _Waiter | None:
         """Take a slot at once if nobody waits and none is paused; else join the line."""
         with self._lock:
             if (
                 not self._waiters
+                and not self._front
                 and self._active < self._limit
                 and not self._hold(endpoint, now, now)
+                and (not self._reduced or self._room(endpoint))
             ):
-                self._take()
+                self._take(endpoint)
                 return None
-            waiter = _Waiter(endpoint, now)
-            self._waiters[waiter] = None
+            waiter = _Waiter(endpoint, now, front)
+            (self._front if front else self._waiters)[waiter] = None
             return waiter
 
-    async def _acquire(self, endpoint: str | None) -> None:
+    async def _acquire(self, endpoint: str | None, front: bool = False) -> None:
         """Wait for a slot in FIFO order; on any exit without one, leave nothing behind."""
         await anyio.lowlevel.checkpoint_if_cancelled()
-        waiter = self._try_take(endpoint, time.monotonic())
+        waiter = self._try_take(endpoint, time.monotonic(), front)
         if waiter is None:
             return
         try:
@@ -248,9 +341,9 @@ class ConcurrencyController:
                 if granted:
                     self._granted -= 1  # handed over but never used: not a grant after all
                 else:
-                    self._waiters.pop(waiter, None)
+                    (self._front if front else self._waiters).pop(waiter, None)
             if granted:
-                self._give_back()  # granted, then cancelled before it could resume
+                self._give_back(endpoint)  # granted, then cancelled before it could resume
             raise
 
     async def _wait_for_grant(self, waiter: _Waiter, endpoint: str | None) -> None:
@@ -289,6 +382,7 @@ class Slot:
         "call_id",
         "dimension",
         "endpoint",
+        "front",
         "wait_s",
     )
 
@@ -299,8 +393,10 @@ class Slot:
         dimension: str | None,
         call_id: str | None,
         endpoint: str | None,
+        front: bool = False,
     ) -> None:
         self._controller = controller
+        self.front = front
         self.agent = agent
         self.dimension = dimension
         self.call_id = call_id if call_id is not None else f"slot-{id(self):x}"
@@ -315,10 +411,10 @@ class Slot:
             agent=self.agent,
             dimension=self.dimension,
             call_id=self.call_id,
-            queue_depth=len(c._waiters) + 1,
+            queue_depth=len(c._waiters) + len(c._front) + 1,
         )
         try:
-            await c._acquire(self.endpoint)
+            await c._acquire(self.endpoint, self.front)
         except BaseException:
             events.cancelled(
                 agent=self.agent,
@@ -356,4 +452,4 @@ class Slot:
                 held_s=anyio.current_time() - self._acquired_at,
             )
         finally:
-            controller._give_back()
+            controller._give_back(self.endpoint)

@@ -1,66 +1,120 @@
-"""RateLimiter: token buckets for requests per minute and tokens per minute, served in FIFO order.
+"""RateLimiter: requests per minute and tokens per minute as sliding windows over send times.
 
-Each attempt takes one request and its estimated tokens (prompt size + max_tokens) before it queues
-for a concurrency slot; once the provider reports the real usage, `settle` gives back the excess or
-charges the shortfall. Waiters are served strictly in arrival order, so a large request is never
-starved by a stream of small ones.
+LLM_REQUESTS_PER_MINUTE=N means: no window of 60 s, the first one included, sees more than N
+requests sent. The budget starts full (N requests may go at once) and each request's share comes
+back 60 s after it was sent, plus a small margin for the network's jitter (a provider counts
+arrivals, which lag sends by a varying delay). Tokens work the same way: an attempt is charged its
+estimate (prompt size + max_tokens) when it is sent, corrected to what the provider reports once
+the answer is in (`settle`). A token bucket cannot promise this: whatever it holds after an idle
+minute is a burst on top of the next minute's refill.
 
-How the line works, across threads and event loops: an arrival takes its share at once, letting a
-bucket go below zero, and sleeps until the bucket has refilled to zero again. The next arrival sees
-the deficit and sleeps longer. So grants go in arrival order with no queue to manage, and the lock
-guards only arithmetic, never an await. A caller cancelled while it sleeps gives its share back.
+The gateway takes its turn here after its concurrency slot is granted, just before the request
+leaves, so the order of grants is the slots' FIFO order and what the provider sees is what this
+window admitted, even when slot waits bunch sends together.
+
+How the line works, across threads and event loops: an arrival computes the first moment both
+windows have room for it (never before the previous grant: FIFO), records its share at that moment
+and sleeps until then; the lock guards only that arithmetic, never an await. A caller cancelled while
+it sleeps gives its share back (later arrivals, who planned around it, just go a little later than
+they could have). Each arrival costs O(1) amortized: shares that can no longer count are dropped
+from the front of the window once, and never looked at again.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 
 import anyio
 import anyio.lowlevel
 
 from ..config import Settings
 
+MARGIN_S = 0.05
+"""Added to the window before a share comes back: covers the spread of network delays between
+us and the provider, whose count is of arrivals."""
 
-class _Bucket:
-    """Continuous-refill bucket holding at most one minute's budget; may run into deficit."""
 
-    __slots__ = ("capacity", "level", "rate", "stamp")
+class _Share:
+    """One attempt's share of one window: when it was sent and what it costs there."""
 
-    def __init__(self, per_minute: int, now: float) -> None:
-        self.capacity = float(per_minute)
-        self.rate = per_minute / 60.0
-        self.level = self.capacity
-        self.stamp = now
+    __slots__ = ("at", "cost", "counted")
 
-    def refill(self, now: float) -> None:
-        self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
-        self.stamp = now
+    def __init__(self, at: float, cost: float) -> None:
+        self.at = at
+        self.cost = cost
+        self.counted = True  # still in the window's tail (its cost in `total`)
 
-    def take(self, amount: float) -> float:
-        """Take `amount` (possibly into deficit); seconds until the bucket is back at zero."""
-        self.level -= amount
-        return max(0.0, -self.level / self.rate)
 
-    def give(self, amount: float) -> None:
-        self.level = min(self.capacity, self.level + amount)
+class _Window:
+    """The shares that may still count against one limit, oldest first.
+
+    `free_at` is when every share already dropped from the tail is out of the window: no grant
+    is placed before it, which is what lets a dropped share be forgotten.
+    """
+
+    __slots__ = ("free_at", "last", "limit", "period", "tail", "total")
+
+    def __init__(self, limit: int, period: float) -> None:
+        self.limit = float(limit)
+        self.period = period
+        self.tail: deque[_Share] = deque()
+        self.total = 0.0
+        self.free_at = float("-inf")
+        self.last = float("-inf")
+
+    def earliest(self, now: float, cost: float) -> float:
+        """The first moment from `now` at which `cost` fits (dropping what never counts again)."""
+        tail, period = self.tail, self.period
+        while tail and tail[0].at <= now - period:
+            self._drop(tail.popleft())
+        while tail and self.total + cost > self.limit:
+            share = tail.popleft()
+            self._drop(share)
+            self.free_at = max(self.free_at, share.at + period)
+        return max(now, self.last, self.free_at)
+
+    def _drop(self, share: _Share) -> None:
+        self.total -= share.cost
+        share.counted = False
+
+    def add(self, at: float, cost: float) -> _Share:
+        share = _Share(at, cost)
+        self.tail.append(share)
+        self.total += cost
+        self.last = at
+        return share
+
+    def adjust(self, share: _Share, cost: float) -> None:
+        """Change what a share costs (settled usage, or 0 for a request never sent)."""
+        if share.counted:
+            self.total += cost - share.cost
+        share.cost = cost
+
+    def used(self, now: float) -> float:
+        """What the window holds at `now`, shares planned for later included."""
+        return sum(s.cost for s in self.tail if s.at > now - self.period)
 
 
 @dataclass(frozen=True)
 class Reservation:
-    """What one attempt took from the buckets; hand it back to `RateLimiter.settle`."""
+    """What one attempt took from the windows; hand it back to `RateLimiter.settle`."""
 
     tokens: int
     waited_s: float
+    _request: _Share | None = field(default=None, repr=False, compare=False)
+    _tokens: _Share | None = field(default=None, repr=False, compare=False)
 
 
 class RateLimiter:
-    """FIFO token buckets for LLM_REQUESTS_PER_MINUTE and LLM_TOKENS_PER_MINUTE (None = no limit).
+    """Sliding windows for LLM_REQUESTS_PER_MINUTE and LLM_TOKENS_PER_MINUTE (None = no limit).
 
     One limiter serves every thread and event loop of a process (the `Runtime` owns it). A request
     estimated above a whole minute's token budget is charged the full budget (it would otherwise
-    never fit); the difference is settled when its usage is known.
+    never fit). `window_s` is the window's length (60 s: "per minute"); a provider that counts
+    per second, or a test, may want another.
     """
 
     def __init__(
@@ -68,6 +122,7 @@ class RateLimiter:
         *,
         requests_per_minute: int | None = None,
         tokens_per_minute: int | None = None,
+        window_s: float = 60.0,
     ) -> None:
         for name, value in (
             ("LLM_REQUESTS_PER_MINUTE", requests_per_minute),
@@ -75,11 +130,14 @@ class RateLimiter:
         ):
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
+        if not window_s > 0:
+            raise ValueError(f"window_s must be > 0, got {window_s}")
         self.requests_per_minute = requests_per_minute
         self.tokens_per_minute = tokens_per_minute
-        now = time.monotonic()
-        self._requests = _Bucket(requests_per_minute, now) if requests_per_minute else None
-        self._tokens = _Bucket(tokens_per_minute, now) if tokens_per_minute else None
+        self.window_s = window_s
+        period = window_s + MARGIN_S
+        self._requests = _Window(requests_per_minute, period) if requests_per_minute else None
+        self._tokens = _Window(tokens_per_minute, period) if tokens_per_minute else None
         self._lock = threading.Lock()
 
     @classmethod
@@ -92,57 +150,68 @@ class RateLimiter:
             tokens_per_minute=settings.llm_tokens_per_minute,
         )
 
-    def _take(self, tokens: int) -> tuple[float, float]:
-        """(token charge, seconds to wait): this arrival's place in line."""
-        now = time.monotonic()
-        wait = 0.0
-        charge = 0.0
+    def _take(self, tokens: int, now: float) -> tuple[float, _Share | None, _Share | None]:
+        """(grant time, request share, token share): this arrival's place in line."""
+        requests, window = self._requests, self._tokens
         with self._lock:
-            if self._requests is not None:
-                self._requests.refill(now)
-                wait = self._requests.take(1.0)
-            if self._tokens is not None:
-                self._tokens.refill(now)
-                charge = float(min(max(tokens, 0), self._tokens.capacity))
-                wait = max(wait, self._tokens.take(charge))
-        return charge, wait
-
-    def _give(self, requests: float, tokens: float) -> None:
-        with self._lock:
-            if self._requests is not None and requests:
-                self._requests.give(requests)
-            if self._tokens is not None and tokens:
-                self._tokens.give(tokens)
+            at = now
+            charge = 0.0
+            if requests is not None:
+                at = requests.earliest(now, 1.0)
+            if window is not None:
+                charge = float(min(max(tokens, 0), window.limit))
+                at = max(at, window.earliest(now, charge))
+            # Both windows record the same moment, so each stays in grant order.
+            request = requests.add(at, 1.0) if requests is not None else None
+            share = window.add(at, charge) if window is not None else None
+        return at, request, share
 
     async def acquire(self, tokens: int = 0) -> Reservation:
-        """Wait in line until one request and `tokens` fit, then take them."""
-        started = time.monotonic()
+        """Wait in line until one request and `tokens` fit in the windows, then take them."""
         await anyio.lowlevel.checkpoint_if_cancelled()
-        charge, wait = self._take(tokens)
-        if wait > 0:
+        started = time.monotonic()
+        at, request, share = self._take(tokens, started)
+        reservation = Reservation(
+            tokens=int(share.cost) if share is not None else 0,
+            waited_s=0.0,
+            _request=request,
+            _tokens=share,
+        )
+        if at > started:
             try:
-                await anyio.sleep(wait)
+                await anyio.sleep_until(at)  # asyncio's clock is time.monotonic()
             except BaseException:
-                self._give(1.0, charge)  # left the line: its share goes back
+                self.refund(reservation)  # left the line: its share goes back
                 raise
-        return Reservation(tokens=int(charge), waited_s=time.monotonic() - started)
+            reservation = Reservation(
+                tokens=reservation.tokens,
+                waited_s=time.monotonic() - started,
+                _request=request,
+                _tokens=share,
+            )
+        return reservation
 
     def refund(self, reservation: Reservation) -> None:
         """Give back everything an attempt took that never reached the provider."""
-        self._give(1.0, reservation.tokens)
-
-    def available(self) -> tuple[float | None, float | None]:
-        """(requests, tokens) the buckets hold now; None for a limit that is not set."""
-        now = time.monotonic()
         with self._lock:
-            levels: list[float | None] = []
-            for bucket in (self._requests, self._tokens):
-                if bucket is not None:
-                    bucket.refill(now)
-                levels.append(bucket.level if bucket is not None else None)
-        return levels[0], levels[1]
+            if self._requests is not None and reservation._request is not None:
+                self._requests.adjust(reservation._request, 0.0)
+            if self._tokens is not None and reservation._tokens is not None:
+                self._tokens.adjust(reservation._tokens, 0.0)
 
     def settle(self, reservation: Reservation, actual_tokens: int) -> None:
-        """Correct the token bucket once the provider has reported what the attempt really used."""
-        if self._tokens is not None:
-            self._give(0.0, reservation.tokens - actual_tokens)
+        """Correct the attempt's token share once the provider has reported what it used."""
+        window, share = self._tokens, reservation._tokens
+        if window is not None and share is not None:
+            with self._lock:
+                window.adjust(share, float(min(max(actual_tokens, 0), window.limit)))
+
+    def available(self) -> tuple[float | None, float | None]:
+        """(requests, tokens) the windows could still take now; None for a limit not set."""
+        now = time.monotonic()
+        with self._lock:
+            levels = [
+                w.limit - w.used(now) if w is not None else None
+                for w in (self._requests, self._tokens)
+            ]
+        return levels[0], levels[1]

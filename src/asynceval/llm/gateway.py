@@ -1,8 +1,10 @@
 """The gateway: one LLM call = a tenacity retry loop of attempts, each bounded by the limits.
 
-Per attempt, in order: the rate limiter's buckets, a concurrency slot (respecting a 429 cooldown of
-the endpoint), then the provider request under `anyio.fail_after(LLM_CALL_TIMEOUT)`. The retry loop
-sits outside the slot, so backoff sleeps never hold one. Every failed attempt that will be retried
+Per attempt, in order: a concurrency slot (respecting the endpoint's 429 pause and adaptive
+limit), the rate limiter's windows (last, so the provider sees what they admitted), then the
+provider request under `anyio.fail_after(LLM_CALL_TIMEOUT)`. The retry loop sits outside the slot,
+so backoff sleeps never hold one; an attempt turned away by an overloaded provider comes back
+at the front of the line instead (see `Gateway._attempt`). Every failed attempt that will be retried
 writes a `retry` event; a call that fails for good writes `llm_call_failed` and raises
 `LLMCallFailed`.
 """
@@ -22,6 +24,10 @@ from .types import Completion
 from .usage import UsageCounter, current_usage
 
 Attempt = Callable[[], Awaitable[Completion]]
+
+MAX_REQUEUES = 10
+"""How many times one attempt may be turned away by an overloaded provider and sent again,
+uncounted, before its 429 counts as a failed attempt."""
 
 
 class _Call:
@@ -53,11 +59,27 @@ class _Call:
             agent=self.agent,
             dimension=self.dimension,
             call_id=self.call_id,
-            attempt=state.attempt_number,
+            attempt=self.attempts,
             status_code=getattr(error, "status_code", None),
             delay_s=state.upcoming_sleep,
             error=str(error),
         )
+
+    def on_turned_away(self, error: RateLimited, delay: float) -> None:
+        """An overload 429: count the retry and write its event; the call goes again."""
+        if self.usage is not None:
+            self.usage.retries += 1
+        events.retry(
+            agent=self.agent,
+            dimension=self.dimension,
+            call_id=self.call_id,
+            attempt=self.attempts,
+            status_code=error.status_code,
+            delay_s=delay,
+            error=f"{error} (the provider is serving our other calls: this call goes again "
+            "at the front of the line, not counted as an attempt)",
+        )
+        self.attempts += 1
 
 
 class Gateway:
@@ -158,21 +180,43 @@ class Gateway:
             retryable=exc.retryable,
         )
 
-    async def _attempt(
-        self,
-        attempt: Attempt,
-        call: _Call,
-        estimated_tokens: int,
+    async def _attempt(self, attempt: Attempt, call: _Call, estimated_tokens: int) -> Completion:
+        """One attempt as the retry policy counts them. While an overloaded provider turns it
+        away (a 429 as it serves our other calls), it is sent again from the front of the line,
+        uncounted, after the Retry-After alone (no backoff, no endpoint pause), and ahead of
+        later arrivals: it keeps its place rather than failing after
+        RETRY_MAX_ATTEMPTS while the calls behind it succeed. At most `MAX_REQUEUES` times, so a
+        request that the provider always refuses still ends."""
+        for requeue in range(MAX_REQUEUES + 1):
+            try:
+                return await self._send(attempt, call, estimated_tokens, requeue)
+            except _TurnedAway as turned:
+                # The provider's Retry-After is honoured by this call alone: no endpoint pause,
+                # since the provider is busy serving the others, not refusing everyone.
+                delay = min(turned.error.retry_after or 0.0, self.retry_policy.max_delay)
+                call.on_turned_away(turned.error, delay)
+                if delay > 0:
+                    await anyio.sleep(delay)
+        raise AssertionError("unreachable: the last send raises the 429 itself")
+
+    async def _send(
+        self, attempt: Attempt, call: _Call, estimated_tokens: int, requeue: int
     ) -> Completion:
+        """One request: a slot (ahead of later arrivals when it comes back), its turn in the
+        rate windows, then the provider under `fail_after(LLM_CALL_TIMEOUT)`."""
         agent, dimension, call_id = call.agent, call.dimension, call.call_id
-        limiter = self.rate_limiter
-        reservation = await limiter.acquire(estimated_tokens) if limiter is not None else None
-        sent = False
+        controller, limiter, endpoint = self.controller, self.rate_limiter, self.endpoint
+        reservation = None
         try:
-            async with self.controller.slot(
-                agent=agent, dimension=dimension, call_id=call_id, endpoint=self.endpoint
+            async with controller.slot(
+                agent=agent,
+                dimension=dimension,
+                call_id=call_id,
+                endpoint=endpoint,
+                front=requeue > 0,
             ):
-                sent = True
+                if limiter is not None:
+                    reservation = await limiter.acquire(estimated_tokens)
                 try:
                     with anyio.fail_after(self.call_timeout) as scope:
                         completion = await attempt()
@@ -187,19 +231,30 @@ class Gateway:
                     )
                     raise AttemptTimeout(self.call_timeout) from None
                 except RateLimited as exc:
-                    if exc.retry_after and self.endpoint is not None:
-                        # Pause the endpoint before this slot frees, so queued callers see it;
-                        # capped like the retry delay, so a wild Retry-After cannot stall a run.
-                        pause = min(exc.retry_after, self.retry_policy.max_delay)
-                        self.controller.pause(self.endpoint, pause)
+                    if endpoint is not None:
+                        # Decided while this slot is still held, so queued callers see it.
+                        if controller.overloaded(endpoint):
+                            if requeue < MAX_REQUEUES:
+                                raise _TurnedAway(exc) from exc
+                        elif exc.retry_after:
+                            # A rate or quota 429: pause the endpoint, capped like the retry
+                            # delay, so a wild Retry-After cannot stall a run.
+                            pause = min(exc.retry_after, self.retry_policy.max_delay)
+                            controller.pause(endpoint, pause)
                     raise
         except BaseException:
             if limiter is not None and reservation is not None:
-                if sent:
-                    limiter.settle(reservation, 0)  # the request counted; its tokens were not used
-                else:
-                    limiter.refund(reservation)  # nothing reached the provider
+                limiter.settle(reservation, 0)  # the request counted; its tokens were not used
             raise
+        controller.succeeded(endpoint)
         if limiter is not None and reservation is not None:
             limiter.settle(reservation, completion.usage.total_tokens)
         return completion
+
+
+class _TurnedAway(Exception):
+    """An attempt's 429 came from a provider busy with our other calls: send it again."""
+
+    def __init__(self, error: RateLimited) -> None:
+        super().__init__(str(error))
+        self.error = error

@@ -14,7 +14,6 @@ import hashlib
 import json
 import math
 import time
-from collections import deque
 from typing import Any
 
 import anyio
@@ -34,12 +33,12 @@ from asynceval.sim._asgi import (
 from asynceval.sim._config import SimConfig
 from asynceval.sim._dialect import BadRequest, Dialect, Parsed, Usage, status_message
 from asynceval.sim._faults import Corruption, Draws
+from asynceval.sim._memory import AttemptMemory, Window
 from asynceval.sim._openai import OPENAI
 from asynceval.sim._stats import Stats
 
 _ROUTES: dict[str, Dialect] = {"/v1/chat/completions": OPENAI, "/v1/messages": ANTHROPIC}
 _RETRY_STATUSES = frozenset({429, 503, 529})
-_RPM_WINDOW = 60.0
 _MALFORMED = b"<html><body><h1>502 Bad Gateway</h1>simulated malformed body</body></html>"
 _ALLOW_POST: tuple[Header, ...] = ((b"allow", b"POST"),)
 _ALLOW_GET: tuple[Header, ...] = ((b"allow", b"GET"),)
@@ -51,25 +50,38 @@ class SimProvider:
     Deterministic under `config.seed`: answers depend on (seed, path, body), and each attempt's
     faults and latency on (seed, path, body, attempt index of that body), never on arrival order.
     Attempt indexes count admitted attempts only (cap 429s do not advance them) and survive
-    `reset_stats()`; `reset()` forgets them too. It holds no event-loop primitive, so loops in
-    several threads may share it (a Runtime's embedded one is shared); its counters are plain
+    `reset_stats()`; `reset()` forgets them too. They are kept for the `config.attempt_memory`
+    most recently admitted distinct requests only: an older one starts again at attempt 0.
+
+    Nothing it keeps grows with the number of requests served: attempt indexes are capped by
+    `attempt_memory`, the RPM window and the rate witnesses hold the last `rate_window` seconds,
+    and the status counts one entry per status code. It holds no event-loop primitive, so loops
+    in several threads may share it (a Runtime's embedded one is shared); its counters are plain
     integers, exact within one thread.
     """
 
     def __init__(self, config: SimConfig | None = None) -> None:
         self.config = config if config is not None else SimConfig()
-        self._stats = Stats()
-        self._attempts: dict[bytes, int] = {}
-        self._admitted: deque[float] = deque()
+        self._stats = Stats(self.config.rate_window)
+        self._attempts = AttemptMemory(self.config.attempt_memory)
+        # Admission times of the last `rate_window` seconds, for the RPM cap (only when it is on).
+        self._admitted = Window(self.config.rate_window)
         self._retry_headers = _retry_headers(self.config.retry_after)
         self._salt = b"%d:" % self.config.seed
 
     def stats(self) -> dict[str, Any]:
-        """The `GET /stats` document: requests, statuses, in_flight, max_in_flight, tokens."""
+        """The `GET /stats` document (a fresh dict; its keys are described on `Stats`).
+
+        Keys: requests, statuses, in_flight, max_in_flight, tokens, window_max_requests and
+        window_max_tokens.
+        """
         return self._stats.snapshot()
 
     def reset_stats(self) -> None:
-        """Zero the counters (`POST /stats/reset`); attempt indexes and the RPM window stay."""
+        """Zero the counters and rate witnesses (`POST /stats/reset`).
+
+        Attempt indexes and the RPM cap's window stay: a reset between runs does not lift the cap.
+        """
         self._stats.reset()
 
     def reset(self) -> None:
@@ -118,7 +130,8 @@ class SimProvider:
         """Count, parse, apply the caps, then serve the request while it is in flight."""
         stats = self._stats
         config = self.config
-        stats.requests += 1
+        now = time.monotonic()
+        stats.arrive(now)
         try:
             request = json.loads(body)
             if not isinstance(request, dict):
@@ -130,25 +143,19 @@ class SimProvider:
         except Exception as exc:  # not JSON, or JSON of the wrong shape
             await self._error(send, dialect, 400, f"Could not parse the request body: {exc}")
             return
-        now = time.monotonic()
-        if config.rpm is not None:
-            window = self._admitted
-            while window and window[0] <= now - _RPM_WINDOW:
-                window.popleft()
-            if len(window) >= config.rpm:
-                wait = max(1, math.ceil(window[0] + _RPM_WINDOW - now))
-                message = f"Simulated rate limit: {config.rpm} requests per minute"
-                await self._error(send, dialect, 429, message, _retry_headers(wait))
-                return
+        if config.rpm is not None and self._admitted.total(now) >= config.rpm:
+            wait = _rpm_wait(self._admitted.oldest(), now, config.rate_window)
+            message = f"Simulated rate limit: {config.rpm} requests per {_per(config.rate_window)}"
+            await self._error(send, dialect, 429, message, _retry_headers(wait))
+            return
         if config.max_concurrency is not None and stats.in_flight >= config.max_concurrency:
             message = f"Simulated concurrency limit: {config.max_concurrency} requests at once"
             await self._error(send, dialect, 429, message, self._retry_headers)
             return
         if config.rpm is not None:
-            self._admitted.append(now)
+            self._admitted.add(now)
         digest = hashlib.blake2b(path.encode() + b"\0" + body, digest_size=16).digest()
-        attempt = self._attempts.get(digest, 0)
-        self._attempts[digest] = attempt + 1
+        attempt = self._attempts.next(digest)
         stats.enter()
         try:
             await self._serve(dialect, parsed, digest, attempt, receive, send)
@@ -216,8 +223,8 @@ class SimProvider:
         if corruption is Corruption.TRUNCATED:
             payload = payload[: len(payload) // 2]
         else:
-            self._stats.prompt_tokens += usage.prompt
-            self._stats.completion_tokens += usage.completion
+            # Only a readable answer counts: a truncated body's usage never reaches the client.
+            self._stats.answered(time.monotonic(), usage.prompt, usage.completion)
         self._stats.record(200)
         await send_response(send, 200, payload)
 
@@ -246,6 +253,24 @@ def _retry_headers(seconds: float) -> tuple[Header, ...]:
     """`Retry-After` in seconds (decimals kept, e.g. "0.05") and `retry-after-ms`."""
     text = f"{seconds:.3f}".rstrip("0").rstrip(".") or "0"
     return ((b"retry-after", text.encode()), (b"retry-after-ms", b"%d" % round(seconds * 1000)))
+
+
+def _rpm_wait(oldest: float | None, now: float, window: float) -> float:
+    """Seconds until the oldest admitted request leaves the RPM window.
+
+    Whole seconds, at least 1, for a window of 1 s or more (HTTP's Retry-After is an integer);
+    to the millisecond, at least 1 ms, for a shorter window, where whole seconds would make a
+    client wait several windows.
+    """
+    remaining = window if oldest is None else oldest + window - now
+    if window >= 1:
+        return max(1, math.ceil(remaining))
+    return max(0.001, math.ceil(remaining * 1000) / 1000)
+
+
+def _per(window: float) -> str:
+    """How the RPM message names the window: "minute" for 60 s, else e.g. "0.5 s"."""
+    return "minute" if window == 60 else f"{window:g} s"
 
 
 def _not_allowed(method: str) -> str:

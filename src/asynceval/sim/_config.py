@@ -27,13 +27,23 @@ class SimConfig:
 
     Caps: `max_concurrency` answers 429 at once (Retry-After = `retry_after`) to a request arriving
     while that many are in flight; `rpm` answers 429 once `rpm` requests were admitted in the last
-    60 s (Retry-After = seconds until the oldest leaves the window, rounded up, at least 1).
+    `rate_window` seconds (60 by default, hence "per minute"; a shorter one makes rate-limit tests
+    fast). Its Retry-After is the time until the oldest admitted request leaves the window, rounded
+    up to whole seconds (at least 1) when `rate_window` >= 1, to the millisecond when shorter.
+    `rate_window` is also the window of the `window_max_requests` / `window_max_tokens` stats.
 
     Faults, in this order after admission: the first `fail_first` attempts of each distinct request
     (same path and body bytes) answer `fail_first_status`; then `fault_rates` maps a status to its
     probability per attempt; then `hang_rate` never answers (until the client goes away); after the
     latency, `malformed_rate` sends a 200 whose body is not JSON and `truncated_rate` a 200 whose
     JSON is cut in half. 429 and 503 answers carry `Retry-After: retry_after`.
+
+    Memory: attempt indexes are kept for the `attempt_memory` most recently admitted distinct
+    requests only, so a long-running provider does not grow with every distinct body. A request
+    not seen among the last `attempt_memory` distinct ones starts again at attempt 0 (and so
+    meets `fail_first` again): retries of one request are remembered unless that many other
+    distinct requests are admitted between two of them. Only then does arrival order matter to
+    the draws. The RPM cap and the window stats keep one `rate_window` of arrival times.
     """
 
     seed: int = 0
@@ -50,6 +60,8 @@ class SimConfig:
     malformed_rate: float = 0.0
     truncated_rate: float = 0.0
     tokens_per_char: float = 0.25
+    rate_window: float = 60.0
+    attempt_memory: int = 65_536
 
     def __post_init__(self) -> None:
         _check(self.latency >= 0 and math.isfinite(self.latency), "latency", self.latency)
@@ -79,6 +91,12 @@ class SimConfig:
         corrupt = self.malformed_rate + self.truncated_rate
         _check(corrupt <= 1.0 + 1e-9, "malformed_rate + truncated_rate", corrupt)
         _check(self.tokens_per_char > 0, "tokens_per_char", self.tokens_per_char)
+        _check(
+            self.rate_window > 0 and math.isfinite(self.rate_window),
+            "rate_window",
+            self.rate_window,
+        )
+        _check(self.attempt_memory >= 1, "attempt_memory", self.attempt_memory)
         # A private, sorted copy: callers may not mutate the mapping under a running provider.
         object.__setattr__(self, "fault_rates", dict(sorted(self.fault_rates.items())))
 

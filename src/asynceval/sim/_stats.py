@@ -4,16 +4,28 @@ from __future__ import annotations
 
 from typing import Any
 
+from asynceval.sim._memory import Window
+
 
 class Stats:
-    """Plain counters, updated from one event loop (no locking needed).
+    """Plain counters, updated from one event loop (no locking needed for the integers).
 
-    `in_flight` counts requests admitted past the caps and not yet answered, hanging ones included;
-    `max_in_flight` is its highest value since the last reset. A reset keeps `in_flight` (those
-    requests are still running) and restarts `max_in_flight` from it.
+    `requests` counts every request that reached a completion route, answered or not;
+    `in_flight` counts requests admitted past the caps and not yet answered, hanging ones
+    included; `max_in_flight` is its highest value since the last reset. A reset keeps
+    `in_flight` (those requests are still running) and restarts `max_in_flight` from it.
+
+    Rate witnesses over windows of `rate_window` seconds: `window_max_requests` is the most
+    requests that arrived (the same requests `requests` counts, 400s and cap 429s included)
+    within any window [t, t + rate_window); `window_max_tokens` the most prompt + completion
+    tokens of the answers that count towards `tokens`, counted when the answer is sent, within
+    any such window. A reset forgets earlier arrivals and answers: both witnesses then cover
+    only what came after it. Memory holds only the last `rate_window` seconds of entries.
     """
 
     __slots__ = (
+        "_answered_tokens",
+        "_arrivals",
         "completion_tokens",
         "in_flight",
         "max_in_flight",
@@ -22,13 +34,26 @@ class Stats:
         "statuses",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, rate_window: float = 60.0) -> None:
         self.requests = 0
         self.statuses: dict[int, int] = {}
         self.in_flight = 0
         self.max_in_flight = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self._arrivals = Window(rate_window)
+        self._answered_tokens = Window(rate_window)
+
+    def arrive(self, now: float) -> None:
+        """A request reached a completion route at `now` (`time.monotonic()`)."""
+        self.requests += 1
+        self._arrivals.add(now)
+
+    def answered(self, now: float, prompt: int, completion: int) -> None:
+        """A readable 200 answer with this usage was sent at `now` (`time.monotonic()`)."""
+        self.prompt_tokens += prompt
+        self.completion_tokens += completion
+        self._answered_tokens.add(now, prompt + completion)
 
     def record(self, status: int) -> None:
         """Count one answer sent with `status`."""
@@ -45,12 +70,14 @@ class Stats:
         self.in_flight -= 1
 
     def reset(self) -> None:
-        """Zero the counters, keeping the requests still in flight."""
+        """Zero the counters and the rate witnesses, keeping the requests still in flight."""
         self.requests = 0
         self.statuses = {}
         self.max_in_flight = self.in_flight
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self._arrivals.clear()
+        self._answered_tokens.clear()
 
     def snapshot(self) -> dict[str, Any]:
         """The `GET /stats` document (status codes as string keys, in ascending order)."""
@@ -60,4 +87,6 @@ class Stats:
             "in_flight": self.in_flight,
             "max_in_flight": self.max_in_flight,
             "tokens": {"prompt": self.prompt_tokens, "completion": self.completion_tokens},
+            "window_max_requests": self._arrivals.peak,
+            "window_max_tokens": self._answered_tokens.peak,
         }
