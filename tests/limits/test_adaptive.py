@@ -8,6 +8,7 @@ import anyio.abc
 from anyio import wait_all_tasks_blocked
 
 from asynceval.limits import ConcurrencyController
+from asynceval.limits._adaptive import AdaptiveLimits, Change
 
 from ..conftest import EventLog
 
@@ -127,3 +128,28 @@ async def test_a_caller_coming_back_goes_before_later_arrivals() -> None:
         await wait_all_tasks_blocked()
         release.set()
     assert order == ["back", "early"]
+
+
+def test_a_cap_that_refuses_probes_again_is_probed_ever_more_rarely() -> None:
+    """The hold after an overload is the Retry-After, doubled each time a probe above the cap
+    already learnt is refused again, and back to normal once the limit climbs past it."""
+    limits = AdaptiveLimits(40)
+    assert limits.overload("e", others=30, hold=1.0, now=0.0) == Change(40, 30)
+    assert limits.success("e", now=0.5) is None  # held: the provider said 1 s
+    now = 1.0
+    while limits.limit("e") == 30:
+        limits.success("e", now=now)
+    assert limits.limit("e") == 31  # probing above the cap again
+    holds = []
+    for probe in range(7):
+        assert limits.overload("e", others=30, hold=1.0, now=now) == Change(31, 30)
+        until = limits.reduced["e"].until
+        holds.append(until - now)
+        now = until
+        while limits.limit("e") == 30:
+            limits.success("e", now=now)
+    assert holds == [2.0, 4.0, 8.0, 16.0, 32.0, 32.0, 32.0]
+    while limits.limit("e") < 33:  # the provider grew: no 429 at 31 nor 32, on to 33
+        limits.success("e", now=now)
+    assert limits.overload("e", others=32, hold=1.0, now=now) == Change(33, 32)
+    assert limits.reduced["e"].until - now == 1.0  # the streak started over

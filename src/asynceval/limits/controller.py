@@ -37,6 +37,7 @@ import anyio.lowlevel
 
 from .. import events
 from ..config import Settings
+from ._adaptive import AdaptiveLimits, Change
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ class ConcurrencyController:
         self._front: dict[_Waiter, None] = {}  # callers coming back: served before `_waiters`
         self._active = 0
         self._active_at: dict[str | None, int] = {}  # slots held per endpoint
-        self._reduced: dict[str, float] = {}  # adaptive limits below `_limit`, per endpoint
+        self._adaptive = AdaptiveLimits(limit)  # endpoints whose limit is below `_limit`
         self._max_active = 0
         self._granted = 0
         self._pauses: dict[str, _Pause] = {}
@@ -138,7 +139,7 @@ class ConcurrencyController:
                 waiting=len(self._waiters) + len(self._front),
                 max_active=self._max_active,
                 granted=self._granted,
-                endpoint_limits={e: int(v) for e, v in self._reduced.items()},
+                endpoint_limits={e: self._adaptive.limit(e) for e in self._adaptive.reduced},
             )
 
     def slot(
@@ -157,64 +158,49 @@ class ConcurrencyController:
 
     def endpoint_limit(self, endpoint: str | None) -> int:
         """The slots `endpoint` may hold at once now: its adaptive limit, else the limit."""
-        reduced = self._reduced.get(endpoint) if endpoint is not None else None
-        return int(reduced) if reduced is not None else self._limit
+        return self._adaptive.limit(endpoint)
 
-    def overloaded(self, endpoint: str) -> bool:
+    def overloaded(self, endpoint: str, hold: float = 0.0) -> bool:
         """Called by a holder of a slot for `endpoint` whose attempt got a 429: True when other
         calls to `endpoint` are in flight, so the provider is serving them and turned this one
         away for capacity. The endpoint's limit then drops to those calls (a `limit_changed`
-        event when it changes). False when this was the only call: a rate or quota 429, which
-        the caller handles with a pause and a backoff."""
+        event) and does not grow for `hold` seconds (the 429's Retry-After), longer when the
+        same cap refuses a probe again (see `asynceval.limits._adaptive`). False when this was
+        the only call: a rate or quota 429, which the caller handles with a pause and backoff."""
         with self._lock:
             others = self._active_at.get(endpoint, 0) - 1
             if others < 1:
                 return False
-            previous = self.endpoint_limit(endpoint)
-            if others < previous:
-                self._reduced[endpoint] = float(others)
-        if others < previous:
-            events.limit_changed(
-                endpoint=endpoint,
-                limit=others,
-                previous=previous,
-                cap=self._limit,
-                in_flight=others + 1,
-                reason="429",
-            )
+            change = self._adaptive.overload(endpoint, others, hold, time.monotonic())
+        if change is not None:
+            self._limit_changed(endpoint, change, others + 1, "429")
         return True
 
     def succeeded(self, endpoint: str | None) -> None:
-        """An attempt at `endpoint` succeeded: its adaptive limit grows by 1/limit (additive
-        increase, about one slot per round of calls), up to the limit."""
-        if endpoint is None or endpoint not in self._reduced:
+        """An attempt at `endpoint` succeeded: its adaptive limit grows by 1/limit (about one
+        slot per round of calls), up to the limit, once the last overload's hold is over."""
+        if endpoint is None or endpoint not in self._adaptive.reduced:
             return  # the common case: nothing reduced, nothing to do (no lock)
         with self._lock:
-            current = self._reduced.get(endpoint)
-            if current is None:
-                return
-            grown = current + 1.0 / current
-            if grown >= self._limit:
-                del self._reduced[endpoint]
-            else:
-                self._reduced[endpoint] = grown
-            changed = int(grown) > int(current)
-            chosen = self._dispatch() if changed else []
-        if changed:
-            events.limit_changed(
-                endpoint=endpoint,
-                limit=min(int(grown), self._limit),
-                previous=int(current),
-                cap=self._limit,
-                in_flight=self._active_at.get(endpoint, 0),
-                reason="success",
-            )
-        self._wake(chosen)
+            change = self._adaptive.success(endpoint, time.monotonic())
+            chosen = self._dispatch() if change is not None else []
+        if change is not None:
+            self._limit_changed(endpoint, change, self._active_at.get(endpoint, 0), "success")
+            self._wake(chosen)
+
+    def _limit_changed(self, endpoint: str, change: Change, in_flight: int, reason: str) -> None:
+        events.limit_changed(
+            endpoint=endpoint,
+            limit=change.limit,
+            previous=change.previous,
+            cap=self._limit,
+            in_flight=in_flight,
+            reason=reason,
+        )
 
     def _room(self, endpoint: str | None) -> bool:
         """Whether `endpoint`'s adaptive limit lets one more slot go to it (lock held)."""
-        reduced = self._reduced.get(endpoint) if endpoint is not None else None
-        return reduced is None or self._active_at.get(endpoint, 0) < int(reduced)
+        return self._adaptive.room(endpoint, self._active_at.get(endpoint, 0))
 
     def pause(self, endpoint: str, seconds: float) -> None:
         """Grant no slot for `endpoint` for `seconds` from now; overlapping pauses merge into one."""
@@ -266,7 +252,7 @@ class ConcurrencyController:
             for waiter in lane:
                 if self._pauses and self._hold(waiter.endpoint, waiter.queued_at, now) > 0:
                     continue
-                if self._reduced and not self._room(waiter.endpoint):
+                if self._adaptive.reduced and not self._room(waiter.endpoint):
                     continue
                 self._take(waiter.endpoint)  # now, so `_room` counts it for the next waiter
                 waiter.granted = True
@@ -319,7 +305,7 @@ class ConcurrencyController:
                 and not self._front
                 and self._active < self._limit
                 and not self._hold(endpoint, now, now)
-                and (not self._reduced or self._room(endpoint))
+                and (not self._adaptive.reduced or self._room(endpoint))
             ):
                 self._take(endpoint)
                 return None

@@ -233,14 +233,13 @@ class Gateway:
                 except RateLimited as exc:
                     if endpoint is not None:
                         # Decided while this slot is still held, so queued callers see it.
-                        if controller.overloaded(endpoint):
+                        # Capped like the retry delay: a wild Retry-After cannot stall a run.
+                        wait = min(exc.retry_after or 0.0, self.retry_policy.max_delay)
+                        if controller.overloaded(endpoint, hold=wait):
                             if requeue < MAX_REQUEUES:
                                 raise _TurnedAway(exc) from exc
-                        elif exc.retry_after:
-                            # A rate or quota 429: pause the endpoint, capped like the retry
-                            # delay, so a wild Retry-After cannot stall a run.
-                            pause = min(exc.retry_after, self.retry_policy.max_delay)
-                            controller.pause(endpoint, pause)
+                        elif wait > 0:
+                            controller.pause(endpoint, wait)  # a rate or quota 429
                     raise
         except BaseException:
             if limiter is not None and reservation is not None:

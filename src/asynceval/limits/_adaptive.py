@@ -1,0 +1,89 @@
+"""Adaptive per-endpoint limits: the arithmetic of `ConcurrencyController`'s AIMD, as state.
+
+A provider that serves fewer calls at once than our limit answers the excess with 429s while it
+serves the rest. On such a 429 the endpoint's limit drops to the calls still in flight there
+(what the provider is shown to serve) and does not grow again for the 429's Retry-After. Each
+success then adds 1/limit (about one slot per round of calls), so the limit probes the
+provider's cap again. A probe refused at the level already learnt doubles the next hold (up to
+32 times the Retry-After): a provider whose cap does not move is asked ever more rarely, and
+one whose cap grew (the limit climbs two past the level) is probed at the normal pace again.
+
+This module holds no lock: the controller calls it under its own.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+_MAX_STREAK = 5  # holds double at most this many times: 32 x the Retry-After
+
+
+class Change(NamedTuple):
+    """An endpoint's limit moved from `previous` to `limit` slots."""
+
+    previous: int
+    limit: int
+
+
+class _Endpoint:
+    __slots__ = ("level", "limit", "streak", "until")
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit  # fractional: successes add 1/limit
+        self.level = 0  # where the last drop took it: the provider's cap as last seen
+        self.streak = 0  # drops in a row at (or above) that level, each after a hold ran out
+        self.until = 0.0  # no growth before this time.monotonic()
+
+
+class AdaptiveLimits:
+    """The endpoints whose limit is below `ceiling` (the global limit), and their holds."""
+
+    __slots__ = ("ceiling", "reduced")
+
+    def __init__(self, ceiling: int) -> None:
+        self.ceiling = ceiling
+        self.reduced: dict[str, _Endpoint] = {}
+
+    def limit(self, endpoint: str | None) -> int:
+        """The slots `endpoint` may hold at once now."""
+        state = self.reduced.get(endpoint) if endpoint is not None else None
+        return int(state.limit) if state is not None else self.ceiling
+
+    def room(self, endpoint: str | None, active: int) -> bool:
+        """Whether one more slot may go to `endpoint`, which holds `active` now."""
+        state = self.reduced.get(endpoint) if endpoint is not None else None
+        return state is None or active < int(state.limit)
+
+    def overload(self, endpoint: str, others: int, hold: float, now: float) -> Change | None:
+        """A 429 while `others` (>= 1) calls to `endpoint` were in flight: drop to them."""
+        state = self.reduced.get(endpoint)
+        previous = int(state.limit) if state is not None else self.ceiling
+        if state is None:
+            state = self.reduced[endpoint] = _Endpoint(float(self.ceiling))
+        change = None
+        if others < previous:
+            if now >= state.until and state.level and others >= state.level:
+                state.streak = min(state.streak + 1, _MAX_STREAK)  # the same cap, again
+            state.level = others
+            state.limit = float(others)
+            change = Change(previous, others)
+        if hold > 0:
+            state.until = max(state.until, now + hold * 2**state.streak)
+        return change
+
+    def success(self, endpoint: str, now: float) -> Change | None:
+        """A call to `endpoint` succeeded: grow by 1/limit unless a hold is running."""
+        state = self.reduced.get(endpoint)
+        if state is None or state.until > now:
+            return None
+        current = state.limit
+        grown = current + 1.0 / current
+        if state.level and int(grown) >= state.level + 2:
+            state.streak = state.level = 0  # past the old cap without a 429: it has more now
+        if grown >= self.ceiling:
+            del self.reduced[endpoint]
+        else:
+            state.limit = grown
+        if int(grown) > int(current):
+            return Change(int(current), min(int(grown), self.ceiling))
+        return None
