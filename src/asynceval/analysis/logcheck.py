@@ -1,7 +1,9 @@
 """Checking an event log: did the concurrency limit hold, and was every 429 resolved?
 
 The check replays the log in order: +1 per `acquired`, -1 per `released`, per call_id, so the
-maximum is the true number of calls in flight (SC-002). A 429 counts as unresolved when its call
+maximum is the true number of calls in flight (SC-002). An endpoint's adaptive limit
+(`limit_changed`) must stay within the run's cap and report that cap: the limit read at the
+start never changes during a run (FR-009). A 429 counts as unresolved when its call
 never succeeded afterwards and no `llm_call_failed` recorded its end (SC-001).
 """
 
@@ -37,6 +39,8 @@ class LogCheck:
     held_p95_s: float | None = None
     unbalanced: list[str] = field(default_factory=list)
     runs: list[dict[str, Any]] = field(default_factory=list)
+    limit_changes: int = 0
+    lowest_endpoint_limit: int | None = None
 
     @property
     def checkable(self) -> bool:
@@ -121,6 +125,7 @@ class _Replay:
         self.after_429: dict[str, str] = {}  # call_id -> "pending" | "attempt_ended"
         self.task_of: dict[str, tuple[Any, Any]] = {}  # call_id -> (task_id, repeat_idx)
         self.calls: set[str] = set()
+        self.adaptive_held = True  # every adaptive limit stayed within the run's cap
         self.waits = waits
         self.helds = helds
 
@@ -142,6 +147,8 @@ class _Replay:
                 self.task_of[call_id] = (event.get("task_id"), event.get("repeat_idx"))
         elif name == "timeout":
             check.timeouts += 1
+        elif name == "limit_changed":
+            self._limit_changed(event)
         elif name == "llm_call_failed":
             check.failed_calls += 1
             self.after_429.pop(call_id, None)
@@ -150,6 +157,20 @@ class _Replay:
             for call in [c for c, task in self.task_of.items() if task == ended]:
                 self.after_429.pop(call, None)  # its repetition ended while it waited
                 del self.task_of[call]
+
+    def _limit_changed(self, event: dict[str, Any]) -> None:
+        """An endpoint's adaptive limit moved: it must stay within the cap the run started
+        with, and that cap must be the one it reports (the limit never changes in a run)."""
+        check = self.check
+        check.limit_changes += 1
+        value, cap = event.get("limit"), event.get("cap")
+        if isinstance(value, int):
+            lowest = check.lowest_endpoint_limit
+            check.lowest_endpoint_limit = value if lowest is None else min(lowest, value)
+        if self.limit is not None and (
+            not isinstance(value, int) or value > self.limit or cap != self.limit
+        ):
+            self.adaptive_held = False
 
     def _acquired(self, call_id: str, event: dict[str, Any]) -> None:
         self.calls.add(call_id)
@@ -172,7 +193,7 @@ class _Replay:
 
     def finish(self) -> None:
         check = self.check
-        held = self.limit is None or self.max_in_flight <= self.limit
+        held = self.adaptive_held and (self.limit is None or self.max_in_flight <= self.limit)
         check.runs.append(
             {
                 "limit": self.limit,

@@ -1,0 +1,89 @@
+"""`logs check` and adaptive limits: an endpoint's limit may move, the run's cap may not."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from asynceval.analysis.logcheck import check_events
+
+CAPPED_TARGET = """
+from asynceval import Benchmark, OpenAIChatModel
+from asynceval.sim import SimConfig
+
+# One provider serving 4 calls at once, shared by every task (built at import time, under
+# the runtime the CLI installs first).
+MODEL = OpenAIChatModel(sim_config=SimConfig(latency=0.02, max_concurrency=4, retry_after=0.05))
+
+
+class Capped(Benchmark):
+    def default_tasks(self):
+        return [{"query": f"What is {i} + 1?", "id": f"t{i}"} for i in range(60)]
+
+    async def setup_agents(self, agent_data, environment, task, user):
+        async def agent(query):
+            return (await MODEL.generate(query)).text
+
+        return [agent], {}
+
+
+benchmark = Capped
+"""
+
+
+def _run(calls: int, limit: int) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = [{"event": "run_started", "max_concurrent_llm_calls": limit}]
+    for index in range(calls):
+        events += [
+            {"event": "acquired", "call_id": f"c{index}"},
+            {"event": "released", "call_id": f"c{index}"},
+        ]
+    return events
+
+
+def test_adaptive_limits_within_the_cap_hold() -> None:
+    events = _run(3, 8)
+    events.insert(2, {"event": "limit_changed", "limit": 4, "previous": 8, "cap": 8})
+    events.insert(4, {"event": "limit_changed", "limit": 5, "previous": 4, "cap": 8})
+    check = check_events(events)
+    assert check.ok and check.limit_changes == 2 and check.lowest_endpoint_limit == 4
+
+
+def test_an_adaptive_limit_above_the_cap_or_a_changed_cap_is_a_violation() -> None:
+    above = _run(3, 8)
+    above.insert(2, {"event": "limit_changed", "limit": 9, "previous": 8, "cap": 8})
+    assert not check_events(above).limit_held
+    moved = _run(3, 8)
+    moved.insert(2, {"event": "limit_changed", "limit": 7, "previous": 8, "cap": 10})
+    assert not check_events(moved).limit_held
+
+
+def test_a_cli_run_against_a_capped_provider_checks_out(tmp_path: Path) -> None:
+    """Limit 8 against a provider serving 4: every task succeeds, the endpoint's limit moved
+    and stayed within the cap, and `logs check` says so."""
+    target = tmp_path / "capped.py"
+    target.write_text(textwrap.dedent(CAPPED_TARGET))
+    env = {**os.environ, "RETRY_MAX_ATTEMPTS": "2", "RETRY_INITIAL_DELAY": "0.01"}
+    cli = [sys.executable, "-m", "asynceval"]
+    run = subprocess.run(
+        [*cli, "run", str(target), "--out", "out", "--quiet", "--max-concurrent-llm-calls", "8"],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    reports = [json.loads(line) for line in (tmp_path / "out" / "results.jsonl").open()]
+    statuses = {r["status"] for r in reports if "status" in r}
+    assert statuses == {"success"}
+    done = subprocess.run(
+        [*cli, "logs", "check", "out", "--json"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=60, check=False,
+    )  # fmt: skip
+    check = json.loads(done.stdout)
+    assert done.returncode == 0, done.stdout
+    assert check["ok"] and check["limit"] == 8 and check["max_in_flight"] <= 8
+    assert check["limit_changes"] >= 1 and 1 <= check["lowest_endpoint_limit"] <= 4
+    assert check["retries_by_status"].get("429", 0) >= 1 and check["failed_calls"] == 0
