@@ -28,7 +28,7 @@ async def bare_pairs(controller: ConcurrencyController, n: int) -> float:
     started = time.perf_counter()
     for _ in range(n):
         await controller._acquire(None)
-        controller._give_back()
+        controller._give_back(None)
     return (time.perf_counter() - started) / n
 
 
