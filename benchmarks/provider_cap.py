@@ -67,7 +67,8 @@ def start_server(args: argparse.Namespace) -> tuple[str, Any]:
 
 
 async def one_run(args: argparse.Namespace, root: str, limit: int, out: Path) -> dict[str, Any]:
-    httpx.post(f"{root}/stats/reset")
+    async with httpx.AsyncClient() as client:
+        await client.post(f"{root}/stats/reset")
     events_file = out / f"events-{limit}.jsonl"
     settings = Settings(
         max_concurrent_llm_calls=limit,
@@ -82,7 +83,8 @@ async def one_run(args: argparse.Namespace, root: str, limit: int, out: Path) ->
         started = time.perf_counter()
         reports = await bench.run(tasks, results_path=out / f"results-{limit}.jsonl")
         wall = time.perf_counter() - started
-    stats = httpx.get(f"{root}/stats").json()
+    async with httpx.AsyncClient() as client:
+        stats = (await client.get(f"{root}/stats")).json()
     lines = [json.loads(line) for line in events_file.read_text().splitlines()]
     moves = [e["limit"] for e in lines if e["event"] == "limit_changed"]
     return {

@@ -137,7 +137,6 @@ def test_sync_solver_calls_from_worker_threads_under_the_rate_limit(tmp_path: Pa
     assert limit == 200 and len(acquired) == sum(r["usage"]["llm_calls"] for r in reports)
     # no 60 s window holds more requests than the limit
     assert all(
-        sum(1 for t in acquired[i:] if t < first + 60) <= limit
-        for i, first in enumerate(acquired)
+        sum(1 for t in acquired[i:] if t < first + 60) <= limit for i, first in enumerate(acquired)
     )
     assert finished["duration_s"] < 30  # 128 calls fit in the first minute's budget

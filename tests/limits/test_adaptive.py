@@ -141,7 +141,7 @@ def test_a_cap_that_refuses_probes_again_is_probed_ever_more_rarely() -> None:
         limits.success("e", now=now)
     assert limits.limit("e") == 31  # probing above the cap again
     holds = []
-    for probe in range(7):
+    for _ in range(7):
         assert limits.overload("e", others=30, hold=1.0, now=now) == Change(31, 30)
         until = limits.reduced["e"].until
         holds.append(until - now)

@@ -27,6 +27,7 @@ anyio's CapacityLimiter is FIFO but cannot skip a paused endpoint's waiters, hen
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 from dataclasses import dataclass, field
@@ -114,6 +115,7 @@ class ConcurrencyController:
         self._limit = limit
         self._waiters: dict[_Waiter, None] = {}  # insertion-ordered, O(1) removal
         self._front: dict[_Waiter, None] = {}  # callers coming back: served before `_waiters`
+        self._waiting_at: dict[str | None, int] = {}  # callers in line, per endpoint
         self._active = 0
         self._active_at: dict[str | None, int] = {}  # slots held per endpoint
         self._adaptive = AdaptiveLimits(limit)  # endpoints whose limit is below `_limit`
@@ -248,22 +250,39 @@ class ConcurrencyController:
             return []
         now = time.monotonic() if self._pauses else 0.0
         chosen: list[_Waiter] = []
-        for lane in (self._front, self._waiters):
-            for waiter in lane:
-                if self._pauses and self._hold(waiter.endpoint, waiter.queued_at, now) > 0:
-                    continue
-                if self._adaptive.reduced and not self._room(waiter.endpoint):
-                    continue
-                self._take(waiter.endpoint)  # now, so `_room` counts it for the next waiter
-                waiter.granted = True
-                chosen.append(waiter)
-                if len(chosen) == free:
-                    break
+        full: set[str | None] = set()  # endpoints at their adaptive limit: skip their waiters
+        for waiter in itertools.chain(self._front, self._waiters):
+            endpoint = waiter.endpoint
+            if endpoint in full:
+                continue
+            if self._pauses and self._hold(endpoint, waiter.queued_at, now) > 0:
+                continue
+            if self._adaptive.reduced and not self._room(endpoint):
+                full.add(endpoint)
+                if len(full) == len(self._waiting_at):
+                    break  # every endpoint anyone waits for is full: a long line, one look
+                continue
+            self._take(endpoint)  # now, so `_room` counts it for the next waiter
+            waiter.granted = True
+            chosen.append(waiter)
             if len(chosen) == free:
                 break
         for waiter in chosen:
-            (self._front if waiter.front else self._waiters).pop(waiter)
+            self._leave_line(waiter)
         return chosen
+
+    def _join_line(self, waiter: _Waiter) -> None:
+        (self._front if waiter.front else self._waiters)[waiter] = None
+        at = self._waiting_at
+        at[waiter.endpoint] = at.get(waiter.endpoint, 0) + 1
+
+    def _leave_line(self, waiter: _Waiter) -> None:
+        if (self._front if waiter.front else self._waiters).pop(waiter, False) is None:
+            at = self._waiting_at
+            if at[waiter.endpoint] == 1:
+                del at[waiter.endpoint]
+            else:
+                at[waiter.endpoint] -= 1
 
     def _wake(self, chosen: list[_Waiter]) -> None:
         """Wake granted waiters; a grant to a waiter whose loop has closed is given back."""
@@ -310,7 +329,7 @@ class ConcurrencyController:
                 self._take(endpoint)
                 return None
             waiter = _Waiter(endpoint, now, front)
-            (self._front if front else self._waiters)[waiter] = None
+            self._join_line(waiter)
             return waiter
 
     async def _acquire(self, endpoint: str | None, front: bool = False) -> None:
@@ -327,7 +346,7 @@ class ConcurrencyController:
                 if granted:
                     self._granted -= 1  # handed over but never used: not a grant after all
                 else:
-                    (self._front if front else self._waiters).pop(waiter, None)
+                    self._leave_line(waiter)
             if granted:
                 self._give_back(endpoint)  # granted, then cancelled before it could resume
             raise
