@@ -1,10 +1,11 @@
 """The writer thread: one daemon thread that appends to the files a process writes as it runs.
 
-Results files (and, through `events`, the events file) hand it bytes; it writes whatever has
-queued up in one go per file, flushes each file once per batch, then tells each caller its bytes
-are on disk. So writers waiting at the same time share one write and one flush (group commit),
-the event loop never blocks on the disk, and the order of submission is the order on disk. At
-interpreter exit, whatever was handed over is written before the process ends.
+Results files hand it bytes; it writes whatever has queued up in one go per file, flushes each
+file once per batch, then tells each caller its bytes are on disk. So writers waiting at the same
+time share one write and one flush (group commit), the event loop never blocks on the disk, and
+the order of submission is the order on disk. At interpreter exit, whatever was handed over is
+written before the process ends. `AppendOnlyFile` is the kind of file for records that must stay
+whole lines when the disk fills up.
 """
 
 from __future__ import annotations
@@ -12,12 +13,88 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import errno
+import os
 import queue
 import threading
 from collections.abc import Callable
-from typing import IO, Any
+from os import PathLike
+from typing import Any, Protocol
 
 Done = Callable[[BaseException | None], None]
+
+
+class Appendable(Protocol):
+    """What the writer thread appends to: a binary file (`IO[bytes]`) or an AppendOnlyFile."""
+
+    def write(self, data: bytes, /) -> int: ...
+
+    def flush(self) -> None: ...
+
+
+class AppendOnlyFile:
+    """A file that grows by whole writes only: each `write` lands entirely or not at all.
+
+    For files whose every line must stay readable when the disk fills up (results, events). A
+    write the OS refuses part-way (ENOSPC, EFBIG past RLIMIT_FSIZE, EIO) is cut back to where it
+    began, so the file still ends with the last whole write. After one failure the file takes
+    nothing more: every later write raises that first error again (a new instance each time),
+    because a line after a gap, or after a piece the cut back could not remove, would be worse
+    than stopping. Errors are OSErrors naming the file (`filename`). Unbuffered: a write that
+    returns is in the kernel, so `flush` has nothing to do. Thread-safe.
+    """
+
+    def __init__(self, path: str | PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self.error: OSError | None = None
+        self._lock = threading.Lock()
+        try:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        except OSError as exc:
+            raise _naming(exc, self.path) from None
+
+    def write(self, data: bytes, /) -> int:
+        """Append all of `data`, or raise an OSError and leave the file as it was."""
+        with self._lock:
+            if self.error is not None:  # a fresh instance: re-raising one would grow its traceback
+                raise OSError(self.error.errno, self.error.strerror, self.path)
+            if self._fd < 0:
+                raise ValueError(f"{self.path}: write to a closed file")
+            start = done = 0
+            try:
+                start = os.lseek(self._fd, 0, os.SEEK_END)
+                view = memoryview(data)
+                while done < len(data):
+                    written = os.write(self._fd, view[done:])
+                    if written == 0:  # "no room" said without an error
+                        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                    done += written
+            except OSError as exc:
+                self.error = _naming(exc, self.path)
+                if done:
+                    # A disk that fails even this keeps the piece; the sticky error then keeps
+                    # any line from being glued to it, and a resume ends it first.
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(self._fd, start)
+                raise self.error from None
+            return done
+
+    def flush(self) -> None:
+        """Nothing to do (see the class docstring); here so the file can stand in for IO."""
+
+    def close(self) -> None:
+        """Close the file; closing twice is harmless."""
+        with self._lock:
+            fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+
+def _naming(exc: OSError, path: str) -> OSError:
+    """`exc` as an OSError of the same errno whose `filename` is `path`."""
+    if exc.filename is not None:
+        return exc
+    return OSError(exc.errno, exc.strerror or str(exc), path)
 
 
 class _Job:
@@ -25,7 +102,7 @@ class _Job:
 
     def __init__(
         self,
-        file: IO[bytes] | None,
+        file: Appendable | None,
         data: bytes,
         func: Callable[[], Any] | None,
         done: Done | None,
@@ -46,7 +123,7 @@ class Writer:
         self._idle = threading.Condition(self._lock)
         self._pending = 0
 
-    def submit(self, file: IO[bytes], data: bytes, done: Done | None = None) -> None:
+    def submit(self, file: Appendable, data: bytes, done: Done | None = None) -> None:
         """Append `data` to `file` soon; `done(None)` (or `done(error)`) in the writer thread
         once it is flushed. Never blocks."""
         self._put(_Job(file, data, None, done))
@@ -55,7 +132,7 @@ class Writer:
         """Run `func` in the writer thread, in order with the writes (opening, closing files)."""
         self._put(_Job(None, b"", func, done))
 
-    async def write(self, file: IO[bytes], data: bytes) -> None:
+    async def write(self, file: Appendable, data: bytes) -> None:
         """Append `data` to `file` and return once it is flushed (errors are raised here)."""
         await self._wait(lambda done: self.submit(file, data, done))
 

@@ -19,7 +19,7 @@ from typing import TextIO
 
 from .. import __version__
 from ..config import UnknownSettingWarning
-from ._errors import CLIError
+from ._errors import CLIError, one_line
 from ._logs import add_parser as add_logs_parser
 from ._report import add_parser as add_report_parser
 from ._run import add_parser as add_run_parser
@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         status: int = args.handler(args)
     except CLIError as exc:
-        print(f"asynceval {args.command}: {exc}", file=sys.stderr)
+        print(f"asynceval {args.command}: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     return status
 

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import traceback
+from pathlib import Path
+
 from ..errors import AsyncEvalError
+
+_CLI_DIR = str(Path(__file__).parent)
 
 
 class CLIError(AsyncEvalError):
@@ -11,3 +16,25 @@ class CLIError(AsyncEvalError):
     def __init__(self, message: str, exit_code: int = 2) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+def one_line(text: str) -> str:
+    """`text` on one line: its lines (blank ones dropped) joined by "; "."""
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def describe(exc: BaseException) -> str:
+    """`Type: message (at FILE:LINE)` for an exception raised by the person's code, on one line.
+
+    The place is the innermost frame of the traceback outside Python's import machinery and this
+    package (the frames that called the person's code): where it was raised. None when every
+    frame is ours, and none for a SyntaxError, whose message names its file and line already."""
+    text = one_line(f"{type(exc).__name__}: {exc}")
+    if isinstance(exc, SyntaxError):
+        return text
+    frames = [
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if not frame.filename.startswith(("<frozen ", _CLI_DIR))
+    ]
+    return f"{text} (at {frames[-1].filename}:{frames[-1].lineno})" if frames else text

@@ -52,6 +52,7 @@ class Progress:
         self.timeouts = 0  # LLM call attempts that ran out of time
         self.task_timeouts = 0  # repetitions that ended as task_timeout
         self.started = time.monotonic()
+        self.stream_error: OSError | None = None
 
     def observe(self, event: str, fields: Mapping[str, Any]) -> None:
         if event == "run_started" and self.total is not None:
@@ -126,7 +127,15 @@ class Progress:
         return table
 
     async def show(self) -> None:
-        """Refresh until cancelled; the last state is left on screen."""
+        """Refresh until cancelled; the last state is left on screen. A stream that refuses a
+        line (stdout to a full disk, say) ends the display, not the run: the run's files are its
+        record, and the error is kept in `stream_error` for the end of the run to report."""
+        try:
+            await self._show()
+        except OSError as exc:
+            self.stream_error = exc
+
+    async def _show(self) -> None:
         if self.mode == "quiet":
             await anyio.sleep_forever()
         if self.mode == "plain":

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO, cast
 
 import anyio
 
@@ -25,7 +25,15 @@ from ..config import Settings
 from ..engine import Benchmark, Task, load_tasks
 from ..errors import ConfigError, TaskSpecError
 from ..runtime import Runtime, _reset_default
-from ._errors import CLIError
+from ._errors import CLIError, describe
+from ._files import (
+    EventsStream,
+    failure_line,
+    quiet_events_warning,
+    stdout_failure_line,
+    stop_when_broken,
+    write_error,
+)
 from ._progress import Mode, Progress
 from ._report import load_summary, print_summary
 from ._target import load_benchmark
@@ -81,14 +89,48 @@ def run_command(args: argparse.Namespace) -> int:
     runtime = bench.runtime
     if args.repeats is not None:
         bench.n_task_repeats = args.repeats
-    events.configure_logging(_events_settings(runtime.settings, out / "events.jsonl"))
+    stream = _events_stream(out, runtime.settings)
     total = _total(tasks, bench)
     mode: Mode = "quiet" if args.quiet else ("live" if sys.stdout.isatty() else "plain")
     progress = Progress(bench.controller or runtime.limiter, total, mode, sys.stdout)
     started = time.monotonic()
-    resume = args.resume is not None
+    if interrupted := _run(args, bench, tasks, out, progress, stream):
+        return interrupted
     try:
-        anyio.run(_execute, bench, tasks, out, resume, progress)
+        if progress.stream_error is not None:
+            raise progress.stream_error
+        if not args.quiet:
+            summary = load_summary(out / "results.jsonl", time.monotonic() - started)
+            print_summary(summary, sys.stdout)
+            print(f"results: {out / 'results.jsonl'}\nevents:  {out / 'events.jsonl'}")
+            sys.stdout.flush()  # here, where a refusal is one line, not at exit
+    except OSError as exc:
+        raise CLIError(stdout_failure_line(exc, out)) from None
+    _say_abandoned(progress.threads_still_running)
+    return 0
+
+
+def _events_stream(out: Path, settings: Settings) -> EventsStream:
+    """DIR/events.jsonl, opened and made the destination of every event from now on."""
+    stream = EventsStream(out / "events.jsonl")
+    quiet_events_warning(stream)
+    events_settings = _events_settings(settings, out / "events.jsonl")
+    events.configure_logging(events_settings, stream=cast(TextIO, stream))
+    return stream
+
+
+def _run(
+    args: argparse.Namespace,
+    bench: Benchmark,
+    tasks: Iterable[Any],
+    out: Path,
+    progress: Progress,
+    stream: EventsStream,
+) -> int:
+    """Run the benchmark: 0 when it ran to the end, 130 when Ctrl-C stopped it. A results or
+    events file the disk refused (the run stops at once) is a CLIError: one line, exit 2."""
+    try:
+        stopped = anyio.run(_execute, bench, tasks, out, args.resume is not None, progress, stream)
     except KeyboardInterrupt:
         print(
             f"interrupted: {progress.done} repetitions finished and are in {out}; "
@@ -96,10 +138,13 @@ def run_command(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 130
-    if not args.quiet:
-        print_summary(load_summary(out / "results.jsonl", time.monotonic() - started), sys.stdout)
-        print(f"results: {out / 'results.jsonl'}\nevents:  {out / 'events.jsonl'}")
-    _say_abandoned(progress.threads_still_running)
+    except Exception as exc:  # the results file's OSError comes wrapped in exception groups
+        error = write_error(exc, {str(out / "results.jsonl"), str(out / "events.jsonl")})
+        if error is None:
+            raise
+        raise CLIError(failure_line(error, True, args.target, out)) from None
+    if stream.error is not None:
+        raise CLIError(failure_line(stream.error, stopped, args.target, out))
     return 0
 
 
@@ -140,18 +185,28 @@ def _say_abandoned(count: int) -> None:
 
 
 async def _execute(
-    bench: Benchmark, tasks: Iterable[Any], out: Path, resume: bool, progress: Progress
-) -> None:
+    bench: Benchmark,
+    tasks: Iterable[Any],
+    out: Path,
+    resume: bool,
+    progress: Progress,
+    stream: EventsStream,
+) -> bool:
+    """The run with its progress display; True if it was stopped because the events file
+    failed (`stop_when_broken`)."""
     events.add_observer(progress.observe)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(progress.show)
             try:
-                await bench.run(
-                    tasks, results_path=out / "results.jsonl", resume=resume, collect=False
-                )
-            finally:
+                with anyio.CancelScope() as run_scope:
+                    tg.start_soon(stop_when_broken, stream, run_scope)
+                    await bench.run(
+                        tasks, results_path=out / "results.jsonl", resume=resume, collect=False
+                    )
+            finally:  # outside run_scope, or that scope would not be the one catching its cancel
                 tg.cancel_scope.cancel()
+        return run_scope.cancelled_caught
     finally:
         events.remove_observer(progress.observe)
 
@@ -160,7 +215,7 @@ def _output_dir(args: argparse.Namespace) -> Path:
     if args.resume is not None:
         out = Path(args.resume)
         results = out / "results.jsonl"
-        if not results.is_file() or results.stat().st_size == 0:
+        if not results.is_file():  # empty is fine: a run the disk refused even a header
             raise CLIError(f"--resume {args.resume}: no results.jsonl there to resume")
         return out
     if args.out is not None:
@@ -169,7 +224,7 @@ def _output_dir(args: argparse.Namespace) -> Path:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         name = Path(args.target.partition(":")[0]).stem or "run"
         out = Path("results") / f"{name}-{stamp}"
-    if (out / "results.jsonl").exists():
+    if _holds_something(out / "results.jsonl"):
         raise CLIError(
             f"{out} already holds results: continue them with --resume {out}, or choose --out"
         )
@@ -183,6 +238,14 @@ def _output_dir(args: argparse.Namespace) -> Path:
     return out
 
 
+def _holds_something(path: Path) -> bool:
+    """Whether `path` exists with content (an empty one, or a device, has no results to lose)."""
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False
+
+
 def _tasks(args: argparse.Namespace, bench: Benchmark) -> Iterable[Task | Mapping[str, Any]]:
     if args.tasks is not None:
         try:
@@ -193,7 +256,10 @@ def _tasks(args: argparse.Namespace, bench: Benchmark) -> Iterable[Task | Mappin
             raise CLIError(str(exc)) from None
         except OSError as exc:
             raise CLIError(f"--tasks {args.tasks}: {exc.strerror or exc}") from None
-    tasks = bench.default_tasks()
+    try:
+        tasks = bench.default_tasks()
+    except Exception as exc:  # the target's own code: one line, like an error at import
+        raise CLIError(f"{args.target}: default_tasks() failed: {describe(exc)}") from None
     if tasks is None:
         raise CLIError(
             f"{args.target}: the benchmark has no tasks of its own; pass --tasks FILE.jsonl "

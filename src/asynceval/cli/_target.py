@@ -1,7 +1,10 @@
 """Finding the Benchmark a TARGET names: `path/file.py[:attr]` or `module:attr`.
 
 In a file without `:attr`, asynceval takes the module attribute `benchmark` (an instance, a class
-or a zero-argument factory), else the one Benchmark subclass the file defines.
+or a zero-argument factory), else the one Benchmark subclass the file defines. Whatever stops
+that (no such file, a directory, an unreadable or non-Python file, an exception or `sys.exit` at
+import, no such module or attribute, something that is not a Benchmark, a factory that raises)
+is a CLIError naming the target and what is wrong, raised before anything is written.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from ..engine import Benchmark
-from ._errors import CLIError
+from ._errors import CLIError, describe
+
+_FORMS = "give path/file.py, path/file.py:NAME or module:NAME"
 
 
 def load_benchmark(target: str) -> Benchmark:
@@ -26,11 +31,11 @@ def load_benchmark(target: str) -> Benchmark:
         module = _import_file(Path(path_part))
     else:
         if not attr:
-            raise CLIError(f"{target!r}: give a file (path/file.py) or module:attr")
+            raise CLIError(f"{target!r}: {_not_a_target(Path(path_part))}")
         module = _import_module(path_part)
     if attr:
         if not hasattr(module, attr):
-            raise CLIError(f"{target!r}: {module.__name__} has no attribute {attr!r}")
+            raise CLIError(f"{target!r}: {path_part} has no attribute {attr!r}")
         return _instantiate(getattr(module, attr), target)
     if hasattr(module, "benchmark"):
         return _instantiate(module.benchmark, target)
@@ -56,9 +61,17 @@ def _is_windows_drive(target: str) -> bool:
     return len(target) > 2 and target[1] == ":" and target[2] in "\\/"
 
 
+def _not_a_target(path: Path) -> str:
+    """What is wrong with a TARGET without `:NAME` that does not end in .py."""
+    if path.is_dir():
+        return f"a directory, not a Python file; {_FORMS}"
+    if path.exists():
+        return f"not a Python file (no .py); {_FORMS}"
+    return _FORMS
+
+
 def _import_file(path: Path) -> Any:
-    if not path.is_file():
-        raise CLIError(f"{str(path)!r}: no such file")
+    _check_readable(path)
     name = f"asynceval_target_{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -68,9 +81,27 @@ def _import_file(path: Path) -> Any:
     sys.path.insert(0, str(path.resolve().parent))  # so the file can import its neighbours
     try:
         spec.loader.exec_module(module)
+    except SystemExit as exc:  # a script's sys.exit() or argparse run at import time
+        raise CLIError(_exited(str(path), exc)) from None
     except Exception as exc:
-        raise CLIError(f"{str(path)!r} failed to import: {type(exc).__name__}: {exc}") from exc
+        raise CLIError(f"{str(path)!r} failed to import: {describe(exc)}") from None
     return module
+
+
+def _check_readable(path: Path) -> None:
+    """A CLIError unless `path` is a regular file whose first byte can be read: so a missing,
+    unreadable or special file (a FIFO would block the import forever) gets its own message."""
+    if path.is_dir():
+        raise CLIError(f"{str(path)!r}: a directory, not a Python file")
+    if not path.exists():
+        raise CLIError(f"{str(path)!r}: no such file")
+    if not path.is_file():
+        raise CLIError(f"{str(path)!r}: not a regular file")
+    try:
+        with path.open("rb") as file:
+            file.read(1)
+    except OSError as exc:
+        raise CLIError(f"{str(path)!r}: cannot read it: {exc.strerror or exc}") from None
 
 
 def _import_module(name: str) -> Any:
@@ -78,9 +109,21 @@ def _import_module(name: str) -> Any:
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as exc:
-        raise CLIError(f"{name!r}: no such module ({exc})") from exc
+        if exc.name is not None and (name == exc.name or name.startswith(f"{exc.name}.")):
+            raise CLIError(f"{name!r}: no such module ({exc})") from None
+        # The module is there, but something it imports is not.
+        raise CLIError(f"{name!r} failed to import: {describe(exc)}") from None
+    except SystemExit as exc:
+        raise CLIError(_exited(name, exc)) from None
     except Exception as exc:
-        raise CLIError(f"{name!r} failed to import: {type(exc).__name__}: {exc}") from exc
+        raise CLIError(f"{name!r} failed to import: {describe(exc)}") from None
+
+
+def _exited(name: str, exc: SystemExit) -> str:
+    return (
+        f"{name!r} exited while being imported (SystemExit: {exc.code!r}); "
+        'put what the file does as a script under `if __name__ == "__main__":`'
+    )
 
 
 def _instantiate(obj: Any, target: str) -> Benchmark:
@@ -93,7 +136,9 @@ def _instantiate(obj: Any, target: str) -> Benchmark:
     try:
         made = obj()
     except TypeError as exc:
-        raise CLIError(f"{target!r}: cannot build it without arguments ({exc})") from exc
+        raise CLIError(f"{target!r}: cannot build it without arguments ({exc})") from None
+    except Exception as exc:
+        raise CLIError(f"{target!r}: building it failed: {describe(exc)}") from None
     if not isinstance(made, Benchmark):
         raise CLIError(f"{target!r}: the factory returned {type(made).__name__}, not a Benchmark")
     return made

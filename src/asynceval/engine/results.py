@@ -4,7 +4,9 @@ One header line per run (or resumed run: `{"type": "header", ...}` with settings
 secrets), then one line per report, appended and flushed as each repetition completes. Writes run
 in a worker thread, in batches, so the event loop never blocks on the disk; `write` returns once its
 line is flushed, so whatever has finished is on disk when a run is interrupted or killed.
-A line cut short by a kill is ignored (and the file mended) on resume.
+A line cut short by a kill is ignored (and the file mended) on resume. A write the disk refuses
+(full, over a size limit, failing) leaves no part of its lines behind: `write` raises an OSError
+naming the file, and the file takes no more lines (see `AppendOnlyFile`).
 """
 
 from __future__ import annotations
@@ -12,14 +14,16 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 from collections.abc import Iterator, Mapping
 from os import PathLike
 from types import TracebackType
-from typing import IO, Any
+from typing import Any
 
 import anyio
 
 from .._redact import may_hold_secret, scrub_value
+from .._writer import AppendOnlyFile
 from ..runtime import Writer, process_writer
 
 
@@ -112,6 +116,20 @@ def successful_reports(path: str | PathLike[str]) -> dict[tuple[str, int], dict[
     return reports
 
 
+def _ends_with_newline(path: str) -> bool:
+    """Whether the file at `path` is missing, empty, not a regular file (nothing to mend), or
+    ends with a newline."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return True
+    if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
+        return True
+    with open(path, "rb") as file:
+        file.seek(-1, os.SEEK_END)
+        return file.read(1) == b"\n"
+
+
 class ResultsFile:
     """Append-only results of a run; use as `async with ResultsFile(path, header) as results:`.
 
@@ -125,29 +143,31 @@ class ResultsFile:
         self.path = os.fspath(path)
         self.header = {"type": "header", **header}
         self.written = 0
-        self._file: IO[bytes] | None = None
+        self._file: AppendOnlyFile | None = None
         self._writer = writer if writer is not None else process_writer()
 
     async def __aenter__(self) -> ResultsFile:
         self._file = await self._writer.run(self._open)
         return self
 
-    def _open(self) -> IO[bytes]:
+    def _open(self) -> AppendOnlyFile:
         directory = os.path.dirname(self.path)
         if directory:
             os.makedirs(directory, exist_ok=True)
-        file = open(self.path, "ab+")  # noqa: SIM115 (closed in __aexit__)
-        file.seek(0, os.SEEK_END)
-        if file.tell() > 0:
-            file.seek(-1, os.SEEK_END)
-            if file.read(1) != b"\n":
-                file.write(b"\n")  # a line cut short by a kill: end it, it stays unparseable
-        file.write(encode_line(self.header))
-        file.flush()
+        # A line cut short by a kill is ended here, so it stays one unparseable line of its own.
+        mend = b"\n" if not _ends_with_newline(self.path) else b""
+        file = AppendOnlyFile(self.path)
+        try:
+            file.write(mend + encode_line(self.header))  # one write: both land or neither
+        except OSError:
+            file.close()
+            raise
         return file
 
     async def write(self, report: Mapping[str, Any]) -> None:
-        """Append one report; returns once its line is written and flushed."""
+        """Append one report; returns once its line is written and flushed. An OSError (naming
+        the file) when the disk refuses it: nothing of the line is left in the file then, and
+        every later write raises the same error again."""
         if self._file is None:
             raise RuntimeError("ResultsFile is not open (use `async with`)")
         line = encode_line(report)  # here, so one bad report spoils no batch

@@ -1,0 +1,132 @@
+"""A run's files when the disk refuses them: a full disk, a size limit, a failing device.
+
+The results file keeps whole lines by itself (`ResultsFile` writes through an `AppendOnlyFile`
+and raises an OSError naming the file). The events file is written in place by `events`, which
+counts a failed write and never raises it into the call it describes; so the CLI hands `events`
+an `EventsStream` over an `AppendOnlyFile`, which keeps its lines whole and remembers the error,
+and `stop_when_broken` ends the run once it has one: tasks whose record cannot be kept are not
+worth running. Either failure becomes one line on stderr (`failure_line`) and exit status 2.
+Standard output refusing the progress display or the summary does not stop the run; it is one
+line at the end (`stdout_failure_line`), exit status 2 as well.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import shlex
+import sys
+import warnings
+from collections.abc import Collection
+from pathlib import Path
+from typing import TextIO
+
+import anyio
+
+from .._writer import AppendOnlyFile
+from ._errors import CLIError
+
+_EVENTS_WARNING = "asynceval could not write"  # how events.py's RuntimeWarning starts
+
+
+class EventsStream(io.TextIOBase):
+    """The events file as the text stream `events.configure_logging(stream=...)` writes to:
+    each line lands whole or not at all, and `error` is the first OSError (None while fine)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        try:
+            self._file = AppendOnlyFile(path)
+        except OSError as exc:
+            raise CLIError(f"cannot write {path}: {_os_error(exc)}") from None
+
+    @property
+    def error(self) -> OSError | None:
+        return self._file.error
+
+    def write(self, text: str, /) -> int:
+        """Append `text` (structlog writes one whole line per call); raises what the disk says."""
+        self._file.write(text.encode("utf-8", errors="replace"))
+        return len(text)
+
+    def flush(self) -> None:
+        """Nothing to flush: every write is already in the kernel."""
+
+    def isatty(self) -> bool:
+        return False
+
+
+def quiet_events_warning(stream: EventsStream) -> None:
+    """Drop the events module's "could not write" RuntimeWarning (several lines with a source
+    line) once `stream` has failed: the run reports that failure itself, in one line. Warnings
+    for any other reason (say, a progress observer that raised) still show."""
+    show = warnings.showwarning
+
+    def showwarning(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        ours = issubclass(category, RuntimeWarning) and str(message).startswith(_EVENTS_WARNING)
+        if not (ours and stream.error is not None):
+            show(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = showwarning
+
+
+async def stop_when_broken(
+    stream: EventsStream, scope: anyio.CancelScope, every: float = 0.05
+) -> None:
+    """Cancel `scope` (the run) once the events file has failed, within `every` seconds."""
+    # Polled rather than an anyio.Event: the failure happens inside `events` in any thread,
+    # with no hook to set an Event from, and 20 looks a second cost nothing.
+    while stream.error is None:  # noqa: ASYNC110
+        await anyio.sleep(every)
+    scope.cancel()
+
+
+def write_error(exc: BaseException, paths: Collection[str]) -> OSError | None:
+    """The first OSError naming one of `paths` in `exc`, or in the exception groups (nested or
+    not) that `exc` is; None if there is none (then `exc` is someone else's to report)."""
+    if isinstance(exc, OSError) and exc.filename in paths:
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = write_error(inner, paths)
+            if found is not None:
+                return found
+    return None
+
+
+def failure_line(error: OSError, stopped: bool, target: str, out: Path) -> str:
+    """The one line a refused write becomes: the file, the OS error, what is kept, what next.
+    `stopped` tells whether the run was cut short (else every repetition had finished and only
+    events were lost)."""
+    head = f"cannot write {error.filename}: {_os_error(error)}"
+    if not stopped:
+        return f"{head}; the run finished and its results are complete, but events are missing"
+    return (
+        f"{head}; the run stopped, the reports written so far are intact; once there is room, "
+        f"finish it with: asynceval run {shlex.quote(target)} --resume {shlex.quote(str(out))}"
+    )
+
+
+def stdout_failure_line(error: OSError, out: Path) -> str:
+    """The one line for a standard output that refused the progress display or the summary.
+    The run itself went on (its files are the record); stdout is silenced so that Python's own
+    flush at exit does not add an "Exception ignored" report of its own."""
+    with contextlib.suppress(OSError, ValueError):  # no fd to replace: nothing buffered either
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return (
+        f"cannot write standard output: {_os_error(error)}; the run went on without it: "
+        f"results in {out / 'results.jsonl'}, events in {out / 'events.jsonl'}"
+    )
+
+
+def _os_error(exc: OSError) -> str:
+    return f"[Errno {exc.errno}] {exc.strerror}" if exc.errno is not None else str(exc)
