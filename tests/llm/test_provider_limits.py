@@ -121,7 +121,10 @@ async def test_requests_per_minute_from_settings_hold_in_the_first_second_over_l
     full let the 61st through within a second)."""
     base_url = sim_server("--latency", "0")
     settings = Settings(llm_requests_per_minute=60, max_concurrent_llm_calls=50)
-    async with Runtime(settings), OpenAIChatModel("asynceval-sim", base_url=base_url, api_key="k") as model:
+    async with (
+        Runtime(settings),
+        OpenAIChatModel("asynceval-sim", base_url=base_url, api_key="k") as model,
+    ):
         with anyio.move_on_after(1.5):
             await generate_all(model, 61)
         async with httpx.AsyncClient() as client:
