@@ -48,6 +48,11 @@ def _print_limit(check: LogCheck) -> None:
     limit = "unknown (pass --limit)" if check.limit is None else str(check.limit)
     verdict = "held" if check.limit_held else "EXCEEDED"
     print(f"max in flight     {check.max_in_flight} (limit {limit}: {verdict})")
+    if check.limit_changes:
+        print(
+            f"adaptive limits   {check.limit_changes} changes, lowest "
+            f"{check.lowest_endpoint_limit} (never above the cap: {verdict.lower()})"
+        )
     if len(check.runs) > 1:
         for number, run in enumerate(check.runs, start=1):
             held = "held" if run["limit_held"] else "EXCEEDED"

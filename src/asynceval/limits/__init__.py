@@ -4,7 +4,8 @@ Each is thread-safe and serves every event loop of a process; the process's `Run
 ones its models share.
 """
 
-from .controller import ConcurrencyController, ControllerStatistics, Slot
+from ._slot import Slot
+from .controller import ConcurrencyController, ControllerStatistics
 from .rate import RateLimiter, Reservation
 from .retry import RetryPolicy, is_retryable
 

@@ -1,27 +1,22 @@
 """ConcurrencyController: the global FIFO slots every LLM call attempt goes through.
 
-Slots are granted in arrival order. A 429's Retry-After pauses one endpoint: its waiters keep
-their place in line but are skipped until the pause ends, while waiters for other endpoints go on.
-Each attempt waits out at most one pause: callers that sat through a pause go together when it
-ends, instead of one at a time while each of their 429s starts the next pause (their own retries
-already wait the Retry-After).
+Slots are granted in arrival order. A rate or quota 429's Retry-After pauses one endpoint
+(`asynceval.limits._pauses`): its waiters keep their place in line but are skipped until the
+pause ends, while waiters for other endpoints go on.
 
-Adaptive limits per endpoint: a provider that serves fewer calls at once than the limit answers
-the excess with 429s while it serves the rest. Such a 429 (`overloaded`: other calls to the endpoint
-are in flight) lowers that endpoint's limit to the calls still in flight there, which is what the
-provider is shown to serve; each success raises it by 1/limit (one more slot per round of
-successes), never above the global limit, so it probes the provider's cap again and settles just
-under it. Each change is a `limit_changed` event. The global limit itself never changes (FR-009).
-A caller whose attempt was turned away that way comes back with `slot(front=True)`: it keeps its
-place ahead of everyone who arrived after it.
+Adaptive limits per endpoint (`asynceval.limits._adaptive`): a provider that serves fewer calls at
+once than the limit answers the excess with 429s while it serves the rest. Such a 429
+(`overloaded`: other calls to the endpoint are in flight) lowers that endpoint's limit to the calls
+still in flight there; successes raise it again (`succeeded`), never above the global limit, which
+itself never changes (FR-009). Each change is a `limit_changed` event. A caller whose attempt was
+turned away comes back with `slot(front=True)`, ahead of everyone who arrived after it.
 
-Each attempt writes `queueing`, then `acquired` and `released` (or `cancelled` when it leaves the
-line without a slot). `acquired` is written after the slot is taken and `released` before it is
-freed, so across threads and loops too, replaying +1 per `acquired` and -1 per `released` never
-counts more calls in flight than were held. A caller cancelled while waiting takes no slot;
-a holder is released on every exit path.
+Each attempt holds its slot through a `Slot` (`asynceval.limits._slot`), which writes the
+queueing / acquired / released (or cancelled) events. A caller cancelled while waiting takes no
+slot; a holder is released on every exit path.
 
-anyio's CapacityLimiter is FIFO but cannot skip a paused endpoint's waiters, hence this queue.
+anyio's CapacityLimiter is FIFO but cannot skip a paused or full endpoint's waiters, hence this
+queue.
 """
 
 from __future__ import annotations
@@ -31,7 +26,6 @@ import itertools
 import threading
 import time
 from dataclasses import dataclass, field
-from types import TracebackType
 
 import anyio
 import anyio.lowlevel
@@ -39,6 +33,8 @@ import anyio.lowlevel
 from .. import events
 from ..config import Settings
 from ._adaptive import AdaptiveLimits, Change
+from ._pauses import Pauses
+from ._slot import Slot
 
 
 @dataclass(frozen=True)
@@ -52,16 +48,6 @@ class ControllerStatistics:
     max_active: int
     granted: int
     endpoint_limits: dict[str, int] = field(default_factory=dict)
-
-
-class _Pause:
-    """One endpoint's pause: the current one's end, and when the last finished pause ended."""
-
-    __slots__ = ("ended_at", "until")
-
-    def __init__(self) -> None:
-        self.until = 0.0
-        self.ended_at = float("-inf")
 
 
 class _Waiter:
@@ -121,7 +107,7 @@ class ConcurrencyController:
         self._adaptive = AdaptiveLimits(limit)  # endpoints whose limit is below `_limit`
         self._max_active = 0
         self._granted = 0
-        self._pauses: dict[str, _Pause] = {}
+        self._pauses = Pauses()
         self._lock = threading.Lock()
 
     @classmethod
@@ -206,11 +192,8 @@ class ConcurrencyController:
 
     def pause(self, endpoint: str, seconds: float) -> None:
         """Grant no slot for `endpoint` for `seconds` from now; overlapping pauses merge into one."""
-        now = time.monotonic()
         with self._lock:
-            self._pause_state(endpoint, now)
-            pause = self._pauses.setdefault(endpoint, _Pause())
-            pause.until = max(pause.until, now + max(0.0, seconds))
+            self._pauses.pause(endpoint, seconds, time.monotonic())
             to_wake = [
                 w for w in (*self._front, *self._waiters) if w.endpoint == endpoint and not w.timed
             ]  # not grants: they wake, see the pause, sleep it out
@@ -219,28 +202,10 @@ class ConcurrencyController:
 
     def cooldown_remaining(self, endpoint: str | None) -> float:
         """Seconds left in `endpoint`'s pause, 0.0 when there is none."""
-        if endpoint is None or endpoint not in self._pauses:
-            return 0.0
-        now = time.monotonic()
-        with self._lock:
-            pause = self._pause_state(endpoint, now)
-            return max(0.0, pause.until - now) if pause is not None else 0.0
-
-    def _pause_state(self, endpoint: str, now: float) -> _Pause | None:
-        pause = self._pauses.get(endpoint)
-        if pause is not None and pause.until and pause.until <= now:
-            pause.ended_at = pause.until  # that pause is over: remember when, for `_hold`
-            pause.until = 0.0
-        return pause
-
-    def _hold(self, endpoint: str | None, queued_at: float, now: float) -> float:
-        """Seconds a waiter queued at `queued_at` must still wait for its endpoint's pause."""
         if endpoint is None or not self._pauses:
             return 0.0
-        pause = self._pause_state(endpoint, now)
-        if pause is None or not pause.until or queued_at < pause.ended_at:
-            return 0.0  # no pause, or this waiter already sat through the previous one
-        return pause.until - now
+        with self._lock:
+            return self._pauses.remaining(endpoint, time.monotonic())
 
     def _dispatch(self) -> list[_Waiter]:
         """Grant free slots to the earliest waiters whose endpoint is not paused (lock held);
@@ -255,7 +220,7 @@ class ConcurrencyController:
             endpoint = waiter.endpoint
             if endpoint in full:
                 continue
-            if self._pauses and self._hold(endpoint, waiter.queued_at, now) > 0:
+            if self._pauses and self._pauses.hold(endpoint, waiter.queued_at, now) > 0:
                 continue
             if self._adaptive.reduced and not self._room(endpoint):
                 full.add(endpoint)
@@ -323,7 +288,7 @@ class ConcurrencyController:
                 not self._waiters
                 and not self._front
                 and self._active < self._limit
-                and not self._hold(endpoint, now, now)
+                and not self._pauses.hold(endpoint, now, now)
                 and (not self._adaptive.reduced or self._room(endpoint))
             ):
                 self._take(endpoint)
@@ -355,7 +320,7 @@ class ConcurrencyController:
         while True:
             with self._lock:
                 now = time.monotonic()
-                hold = 0.0 if waiter.granted else self._hold(endpoint, waiter.queued_at, now)
+                hold = 0.0 if waiter.granted else self._pauses.hold(endpoint, waiter.queued_at, now)
                 if hold > 0:
                     waiter.timed = True
                     chosen: list[_Waiter] = []
@@ -375,86 +340,3 @@ class ConcurrencyController:
                 if waiter.granted:
                     return
                 waiter.event = anyio.Event()  # woken to look at a pause, not granted
-
-
-class Slot:
-    """One attempt's hold on a controller slot (see `ConcurrencyController.slot`)."""
-
-    __slots__ = (
-        "_acquired_at",
-        "_controller",
-        "agent",
-        "call_id",
-        "dimension",
-        "endpoint",
-        "front",
-        "wait_s",
-    )
-
-    def __init__(
-        self,
-        controller: ConcurrencyController,
-        agent: str | None,
-        dimension: str | None,
-        call_id: str | None,
-        endpoint: str | None,
-        front: bool = False,
-    ) -> None:
-        self._controller = controller
-        self.front = front
-        self.agent = agent
-        self.dimension = dimension
-        self.call_id = call_id if call_id is not None else f"slot-{id(self):x}"
-        self.endpoint = endpoint
-        self.wait_s = 0.0
-        self._acquired_at = 0.0
-
-    async def __aenter__(self) -> Slot:
-        c = self._controller
-        started = anyio.current_time()
-        events.queueing(
-            agent=self.agent,
-            dimension=self.dimension,
-            call_id=self.call_id,
-            queue_depth=len(c._waiters) + len(c._front) + 1,
-        )
-        try:
-            await c._acquire(self.endpoint, self.front)
-        except BaseException:
-            events.cancelled(
-                agent=self.agent,
-                dimension=self.dimension,
-                call_id=self.call_id,
-                wait_s=anyio.current_time() - started,
-            )
-            raise
-        self._acquired_at = now = anyio.current_time()
-        self.wait_s = now - started
-        events.acquired(
-            agent=self.agent,
-            dimension=self.dimension,
-            call_id=self.call_id,
-            active_slots=c._active,
-            wait_s=self.wait_s,
-        )
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        # Written before the slot is free: whoever takes it next (in any thread) writes its
-        # `acquired` after this line, so replaying the log never counts more than were held.
-        controller = self._controller
-        try:
-            events.released(
-                agent=self.agent,
-                dimension=self.dimension,
-                call_id=self.call_id,
-                active_slots=controller._active - 1,
-                held_s=anyio.current_time() - self._acquired_at,
-            )
-        finally:
-            controller._give_back(self.endpoint)
