@@ -293,7 +293,7 @@ async def test_2000_calls_cancelled_at_random_leave_no_slot_held(event_log: Even
 async def test_requests_per_minute_limit_applies_to_model_calls() -> None:
     from asynceval.limits import RateLimiter
 
-    limiter = RateLimiter(requests_per_minute=20, window_s=0.5)  # 20 in any 0.5 s
+    limiter = RateLimiter(requests_per_minute=20, window_s=0.5, margin_s=0.05)  # 20 in any 0.5 s
     model = OpenAIChatModel(
         controller=ConcurrencyController(50), rate_limiter=limiter, sim_config=SimConfig(latency=0)
     )

@@ -86,7 +86,7 @@ async def test_requests_per_window_hold_at_the_provider_the_first_window_include
     sim = SimConfig(latency=0.01, rate_window=window)
     model = OpenAIChatModel(
         controller=ConcurrencyController(20),
-        rate_limiter=RateLimiter(requests_per_minute=15, window_s=window),
+        rate_limiter=RateLimiter(requests_per_minute=15, window_s=window, margin_s=0.15),
         sim_config=sim,
     )
     async with model:
@@ -102,7 +102,7 @@ async def test_tokens_per_window_hold_at_the_provider() -> None:
     sim = SimConfig(latency=0, rate_window=window)
     model = OpenAIChatModel(
         controller=ConcurrencyController(20),
-        rate_limiter=RateLimiter(tokens_per_minute=100, window_s=window),
+        rate_limiter=RateLimiter(tokens_per_minute=100, window_s=window, margin_s=0.15),
         sim_config=sim,
     )
     async with model:

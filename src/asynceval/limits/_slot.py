@@ -8,6 +8,7 @@ more calls in flight than were held.
 
 from __future__ import annotations
 
+import time
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -70,7 +71,8 @@ class Slot:
                 wait_s=anyio.current_time() - started,
             )
             raise
-        self._acquired_at = now = anyio.current_time()
+        self._acquired_at = time.monotonic()
+        now = anyio.current_time()
         self.wait_s = now - started
         events.acquired(
             agent=self.agent,
@@ -87,6 +89,11 @@ class Slot:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self.release()
+
+    def release(self) -> None:
+        """Free the slot (what leaving the `async with` does); for a holder that outlives the
+        block, such as a response stream that keeps its slot until it is read. Call it once."""
         # Written before the slot is free: whoever takes it next (in any thread) writes its
         # `acquired` after this line, so replaying the log never counts more than were held.
         controller = self._controller
@@ -96,7 +103,7 @@ class Slot:
                 dimension=self.dimension,
                 call_id=self.call_id,
                 active_slots=controller._active - 1,
-                held_s=anyio.current_time() - self._acquired_at,
+                held_s=time.monotonic() - self._acquired_at,
             )
         finally:
             controller._give_back(self.endpoint)

@@ -2,11 +2,13 @@
 
 LLM_REQUESTS_PER_MINUTE=N means: no window of 60 s, the first one included, sees more than N
 requests sent. The budget starts full (N requests may go at once) and each request's share comes
-back 60 s after it was sent, plus a small margin for the network's jitter (a provider counts
-arrivals, which lag sends by a varying delay). Tokens work the same way: an attempt is charged its
-estimate (prompt size + max_tokens) when it is sent, corrected to what the provider reports once
-the answer is in (`settle`). A token bucket cannot promise this: whatever it holds after an idle
-minute is a burst on top of the next minute's refill.
+back 60 s after it was sent, plus a margin (0.25 s by default) for what separates our count
+from the provider's: it counts arrivals, which lag the moment we stamp a send by the network's
+delay, and by the event loop's and the OS's scheduling when the machine is busy. Tokens work
+the same way: an attempt is charged its estimate (prompt size + max_tokens) when it is sent,
+corrected to what the provider reports once the answer is in (`settle`). A token bucket
+cannot promise this: whatever it holds after an idle minute is a burst on top of the next
+minute's refill.
 
 The gateway takes its turn here after its concurrency slot is granted, just before the request
 leaves, so the order of grants is the slots' FIFO order and what the provider sees is what this
@@ -32,9 +34,10 @@ import anyio.lowlevel
 
 from ..config import Settings
 
-MARGIN_S = 0.05
-"""Added to the window before a share comes back: covers the spread of network delays between
-us and the provider, whose count is of arrivals."""
+MARGIN_S = 0.25
+"""Added to the window before a share comes back (the default of `RateLimiter(margin_s=...)`):
+covers the spread of delays between our stamp of a send and the provider's count of its arrival
+(0.4% of a 60 s window)."""
 
 
 class _Share:
@@ -114,7 +117,7 @@ class RateLimiter:
     One limiter serves every thread and event loop of a process (the `Runtime` owns it). A request
     estimated above a whole minute's token budget is charged the full budget (it would otherwise
     never fit). `window_s` is the window's length (60 s: "per minute"); a provider that counts
-    per second, or a test, may want another.
+    per second, or a test, may want another. `margin_s` is added before a share comes back.
     """
 
     def __init__(
@@ -123,6 +126,7 @@ class RateLimiter:
         requests_per_minute: int | None = None,
         tokens_per_minute: int | None = None,
         window_s: float = 60.0,
+        margin_s: float = MARGIN_S,
     ) -> None:
         for name, value in (
             ("LLM_REQUESTS_PER_MINUTE", requests_per_minute),
@@ -132,10 +136,12 @@ class RateLimiter:
                 raise ValueError(f"{name} must be >= 1, got {value}")
         if not window_s > 0:
             raise ValueError(f"window_s must be > 0, got {window_s}")
+        if not margin_s >= 0:
+            raise ValueError(f"margin_s must be >= 0, got {margin_s}")
         self.requests_per_minute = requests_per_minute
         self.tokens_per_minute = tokens_per_minute
         self.window_s = window_s
-        period = window_s + MARGIN_S
+        period = window_s + margin_s
         self._requests = _Window(requests_per_minute, period) if requests_per_minute else None
         self._tokens = _Window(tokens_per_minute, period) if tokens_per_minute else None
         self._lock = threading.Lock()

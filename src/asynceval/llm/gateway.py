@@ -13,17 +13,74 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import anyio
 from tenacity import RetryCallState
 
 from .. import events
 from ..errors import AttemptTimeout, LLMCallFailed, ProviderError, RateLimited
-from ..limits import ConcurrencyController, RateLimiter, RetryPolicy
-from .types import Completion
+from ..limits import ConcurrencyController, RateLimiter, RetryPolicy, Slot
+from ..limits.rate import Reservation
+from .types import Completion, Usage
 from .usage import UsageCounter, current_usage
 
-Attempt = Callable[[], Awaitable[Completion]]
+T = TypeVar("T")
+
+
+class Lease:
+    """What one sent attempt holds: its slot and its share of the rate windows.
+
+    The gateway releases it when the attempt returns, unless the attempt called `keep()`: then
+    the result it returned (a response stream read later) owns it and calls `release(usage)`
+    when it is done. `release` is idempotent, synchronous and safe from any thread, so it may
+    also run from a finalizer.
+    """
+
+    __slots__ = ("_limiter", "_released", "_reservation", "_slot", "_usage", "kept")
+
+    def __init__(self, slot: Slot, limiter: RateLimiter | None, usage: UsageCounter | None):
+        self._slot = slot
+        self._limiter = limiter
+        self._reservation: Reservation | None = None
+        self._usage = usage
+        self._released = False
+        self.kept = False
+
+    @property
+    def call_id(self) -> str:
+        return self._slot.call_id
+
+    @property
+    def agent(self) -> str | None:
+        return self._slot.agent
+
+    @property
+    def dimension(self) -> str | None:
+        return self._slot.dimension
+
+    def keep(self) -> None:
+        """The result outlives the attempt and will release this lease itself."""
+        self.kept = True
+
+    def release(self, usage: Usage | None = None) -> None:
+        """Free the slot; settle the token share to `usage` (None: nothing was used) and count
+        the tokens into the repetition's usage."""
+        if self._released:
+            return
+        self._released = True
+        try:
+            if self._limiter is not None and self._reservation is not None:
+                self._limiter.settle(self._reservation, usage.total_tokens if usage else 0)
+            if usage is not None and self._usage is not None:
+                self._usage.prompt_tokens += usage.prompt_tokens
+                self._usage.completion_tokens += usage.completion_tokens
+        finally:
+            self._slot.release()
+
+
+Attempt = Callable[[Lease], Awaitable[T]]
+"""One request: given the attempt's lease (for results that outlive it), returns the result."""
 
 MAX_REQUEUES = 10
 """How many times one attempt may be turned away by an overloaded provider and sent again,
@@ -82,6 +139,10 @@ class _Call:
         self.attempts += 1
 
 
+def _completion_usage(result: object) -> Usage | None:
+    return result.usage if isinstance(result, Completion) else None
+
+
 class Gateway:
     """Runs provider attempts through the rate limiter, the controller and the retry policy.
 
@@ -110,15 +171,18 @@ class Gateway:
 
     async def call(
         self,
-        attempt: Attempt,
+        attempt: Attempt[T],
         *,
         agent: str | None = None,
         dimension: str | None = None,
         estimated_tokens: int = 0,
-    ) -> Completion:
+        usage_of: Callable[[T], Usage | None] = _completion_usage,
+    ) -> T:
         """Make the call, retrying as the policy allows; raises `LLMCallFailed` when it gives up.
 
         `agent` and `dimension` default to the values bound with `events.bind_context`.
+        `usage_of` reads the tokens a result reports (a `Completion`'s by default); a result whose
+        attempt kept its lease reports them when it releases it.
         """
         call = _Call(
             agent if agent is not None else events.context_value("agent"),
@@ -128,21 +192,25 @@ class Gateway:
             current_usage(),
         )
         try:
-            completion = await self._attempts(call, attempt, estimated_tokens)
+            result = await self._attempts(call, attempt, estimated_tokens, usage_of)
         except ProviderError as exc:
             raise self._failed(call, exc) from exc
         if call.usage is not None:
             call.usage.llm_calls += 1
-            call.usage.prompt_tokens += completion.usage.prompt_tokens
-            call.usage.completion_tokens += completion.usage.completion_tokens
-        return completion
+        return result
 
-    async def _attempts(self, call: _Call, attempt: Attempt, estimated_tokens: int) -> Completion:
+    async def _attempts(
+        self,
+        call: _Call,
+        attempt: Attempt[T],
+        estimated_tokens: int,
+        usage_of: Callable[[T], Usage | None],
+    ) -> T:
         """The first attempt outside tenacity (most calls succeed at once and need none of its
         machinery); a retryable failure is handed to tenacity as attempt 1's outcome, so its
         stop, wait and before_sleep see exactly what happened."""
         try:
-            return await self._attempt(attempt, call, estimated_tokens)
+            return await self._attempt(attempt, call, estimated_tokens, usage_of)
         except ProviderError as exc:
             if not exc.retryable:
                 raise
@@ -153,8 +221,8 @@ class Gateway:
                     failure, first = first, None
                     raise failure
                 call.attempts += 1
-                completion = await self._attempt(attempt, call, estimated_tokens)
-        return completion
+                result = await self._attempt(attempt, call, estimated_tokens, usage_of)
+        return result
 
     def _failed(self, call: _Call, exc: ProviderError) -> LLMCallFailed:
         elapsed = anyio.current_time() - call.started
@@ -180,7 +248,13 @@ class Gateway:
             retryable=exc.retryable,
         )
 
-    async def _attempt(self, attempt: Attempt, call: _Call, estimated_tokens: int) -> Completion:
+    async def _attempt(
+        self,
+        attempt: Attempt[T],
+        call: _Call,
+        estimated_tokens: int,
+        usage_of: Callable[[T], Usage | None],
+    ) -> T:
         """One attempt as the retry policy counts them. While an overloaded provider turns it
         away (a 429 as it serves our other calls), it is sent again from the front of the line,
         uncounted, after the Retry-After alone (no backoff, no endpoint pause), and ahead of
@@ -189,7 +263,7 @@ class Gateway:
         request that the provider always refuses still ends."""
         for requeue in range(MAX_REQUEUES + 1):
             try:
-                return await self._send(attempt, call, estimated_tokens, requeue)
+                return await self._send(attempt, call, estimated_tokens, usage_of, requeue)
             except _TurnedAway as turned:
                 # The provider's Retry-After is honoured by this call alone: no endpoint pause,
                 # since the provider is busy serving the others, not refusing everyone.
@@ -200,55 +274,64 @@ class Gateway:
         raise AssertionError("unreachable: the last send raises the 429 itself")
 
     async def _send(
-        self, attempt: Attempt, call: _Call, estimated_tokens: int, requeue: int
-    ) -> Completion:
+        self,
+        attempt: Attempt[T],
+        call: _Call,
+        estimated_tokens: int,
+        usage_of: Callable[[T], Usage | None],
+        requeue: int,
+    ) -> T:
         """One request: a slot (ahead of later arrivals when it comes back), its turn in the
         rate windows, then the provider under `fail_after(LLM_CALL_TIMEOUT)`."""
-        agent, dimension, call_id = call.agent, call.dimension, call.call_id
         controller, limiter, endpoint = self.controller, self.rate_limiter, self.endpoint
-        reservation = None
+        slot = controller.slot(
+            agent=call.agent,
+            dimension=call.dimension,
+            call_id=call.call_id,
+            endpoint=endpoint,
+            front=requeue > 0,
+        )
+        await slot.__aenter__()
+        lease = Lease(slot, limiter, call.usage)
         try:
-            async with controller.slot(
-                agent=agent,
-                dimension=dimension,
-                call_id=call_id,
-                endpoint=endpoint,
-                front=requeue > 0,
-            ):
-                if limiter is not None:
-                    reservation = await limiter.acquire(estimated_tokens)
-                try:
-                    with anyio.fail_after(self.call_timeout) as scope:
-                        completion = await attempt()
-                except TimeoutError:
-                    if not scope.cancel_called:
-                        raise
-                    events.timeout(
-                        agent=agent,
-                        dimension=dimension,
-                        call_id=call_id,
-                        timeout_s=self.call_timeout,
-                    )
-                    raise AttemptTimeout(self.call_timeout) from None
-                except RateLimited as exc:
-                    if endpoint is not None:
-                        # Decided while this slot is still held, so queued callers see it.
-                        # Capped like the retry delay: a wild Retry-After cannot stall a run.
-                        wait = min(exc.retry_after or 0.0, self.retry_policy.max_delay)
-                        if controller.overloaded(endpoint, hold=wait):
-                            if requeue < MAX_REQUEUES:
-                                raise _TurnedAway(exc) from exc
-                        elif wait > 0:
-                            controller.pause(endpoint, wait)  # a rate or quota 429
-                    raise
+            if limiter is not None:
+                lease._reservation = await limiter.acquire(estimated_tokens)
+            result = await self._request(attempt, lease, requeue)
         except BaseException:
-            if limiter is not None and reservation is not None:
-                limiter.settle(reservation, 0)  # the request counted; its tokens were not used
+            lease.release()  # the request counted (if it went); its tokens were not used
             raise
         controller.succeeded(endpoint)
-        if limiter is not None and reservation is not None:
-            limiter.settle(reservation, completion.usage.total_tokens)
-        return completion
+        if not lease.kept:
+            lease.release(usage_of(result))
+        return result
+
+    async def _request(self, attempt: Attempt[T], lease: Lease, requeue: int) -> T:
+        """The provider request under the per-attempt timeout; a 429 decides, while the slot is
+        still held (so queued callers see it), between an overload and a rate refusal."""
+        try:
+            with anyio.fail_after(self.call_timeout) as scope:
+                return await attempt(lease)
+        except TimeoutError:
+            if not scope.cancel_called:
+                raise
+            events.timeout(
+                agent=lease.agent,
+                dimension=lease.dimension,
+                call_id=lease.call_id,
+                timeout_s=self.call_timeout,
+            )
+            raise AttemptTimeout(self.call_timeout) from None
+        except RateLimited as exc:
+            controller, endpoint = self.controller, self.endpoint
+            if endpoint is not None:
+                # Capped like the retry delay: a wild Retry-After cannot stall a run.
+                wait = min(exc.retry_after or 0.0, self.retry_policy.max_delay)
+                if controller.overloaded(endpoint, hold=wait):
+                    if requeue < MAX_REQUEUES:
+                        raise _TurnedAway(exc) from exc
+                elif wait > 0:
+                    controller.pause(endpoint, wait)  # a rate or quota 429
+            raise
 
 
 class _TurnedAway(Exception):

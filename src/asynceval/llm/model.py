@@ -26,7 +26,7 @@ from ..errors import ConfigError, MalformedResponse, ProviderConnectionError
 from ..limits import ConcurrencyController, RateLimiter, RetryPolicy
 from ..runtime import EndpointKey, Runtime, create_client, from_thread
 from ._http import check_response, parse_or_malformed
-from .gateway import Gateway
+from .gateway import Gateway, Lease
 from .types import Completion, Messages, as_messages
 
 if TYPE_CHECKING:
@@ -216,7 +216,7 @@ class ChatModel(ABC):
         try:
             client = pool.client
 
-            async def attempt() -> Completion:
+            async def attempt(lease: Lease) -> Completion:
                 return self._decode(await _post(client, self._url, content), response_format)
 
             return await self._gateway(runtime).call(
