@@ -4,7 +4,8 @@ The root holds what a benchmark is written with; the rest lives in public submod
 `asynceval.errors` (every exception), `asynceval.events` (event output), `asynceval.engine`
 (queues, reports, results files), `asynceval.limits` (limiter, rate buckets, retry policy),
 `asynceval.llm` (models, completions, usage), `asynceval.runtime`, `asynceval.agents`,
-`asynceval.tools`, `asynceval.evaluation` and `asynceval.sim`. Names that used to be at the root
+`asynceval.tools`, `asynceval.evaluation`, `asynceval.interop` (every framework's calls through
+the funnel) and `asynceval.sim`. Names that used to be at the root
 still work for one release, with a DeprecationWarning naming their new home.
 """
 
@@ -33,6 +34,7 @@ from .engine import (
 from .errors import AsyncEvalError, LLMCallFailed
 from .evaluation import JudgePanel
 from .events import configure_logging
+from .interop import http_client, sync_http_client
 from .llm import AnthropicChatModel, ChatModel, Completion, OpenAIChatModel
 from .runtime import Runtime
 from .tools import Tool, ToolExecutor
@@ -65,7 +67,9 @@ __all__ = [
     "__version__",
     "configure_logging",
     "current_context",
+    "http_client",
     "load_tasks",
+    "sync_http_client",
 ]
 
 # Root names of the previous release -> the public submodule that holds them now.

@@ -25,6 +25,7 @@ import anyio.from_thread
 from anyio.from_thread import BlockingPortal
 
 from ..errors import RepetitionExpired, RunFinished
+from ._loop_thread import run_in_background_loop
 
 T = TypeVar("T")
 
@@ -137,26 +138,25 @@ def bridge_scope(bridge: Bridge) -> Iterator[Bridge]:
 
 
 def from_thread(func: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
-    """Run `await func(*args)` on the event loop from sync code in a worker thread and return the
-    result: through the repetition's bridge in the engine's threads, through anyio in anyio's
-    (`anyio.to_thread.run_sync`). Raises RuntimeError on the loop thread or in another thread."""
+    """Run `await func(*args)` on an event loop from sync code and return the result: through
+    the repetition's bridge in the engine's threads, through anyio in anyio's worker threads
+    (`anyio.to_thread.run_sync`), and on the process's background loop from any other thread
+    (one the user started, or `asyncio.to_thread`'s). Raises RuntimeError on a loop's thread,
+    where a blocking call would stall that loop."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         pass  # no loop runs in this thread: good
     else:
         raise RuntimeError(
-            "a blocking call (generate_sync, run_sync) was made on the event loop thread, where "
-            "it would block the loop; await the async form there (e.g. `await model.generate(...)`)"
+            "a blocking call (generate_sync, run_sync, a sync HTTP client) was made on the event "
+            "loop thread, where it would block the loop; await the async form there "
+            "(e.g. `await model.generate(...)`, `asynceval.http_client()`)"
         )
     bridge = _current.get()
     if bridge is not None:
         return bridge.call(func, *args)
     try:
         return anyio.from_thread.run(func, *args)
-    except anyio.NoEventLoopError as exc:
-        raise RuntimeError(
-            "a blocking call (generate_sync, run_sync) must run in a worker thread started by the "
-            "engine or by anyio (anyio.to_thread.run_sync); from other threads use an anyio "
-            "blocking portal"
-        ) from exc
+    except anyio.NoEventLoopError:
+        return run_in_background_loop(func, *args)

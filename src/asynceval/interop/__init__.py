@@ -1,0 +1,21 @@
+"""Every framework's LLM calls through the funnel: httpx transports and clients on them.
+
+The OpenAI SDK, and everything built on it (openai-agents, pydantic-ai, langchain-openai,
+smolagents' OpenAIServerModel), accepts an httpx client. Hand it `asynceval.http_client()` (or
+`sync_http_client()`), or take `openai_client()`, and its requests get what our own models get:
+the global limit, the rate windows, retries with backoff and Retry-After, the per-attempt
+timeout, the events and the usage in the report. `base_url()` is the URL to give a framework:
+LLM_BASE_URL, or the embedded simulated provider's, which these transports answer in-process.
+"""
+
+from ._clients import base_url, http_client, openai_client, sync_http_client
+from ._transport import FunnelTransport, SyncFunnelTransport
+
+__all__ = [
+    "FunnelTransport",
+    "SyncFunnelTransport",
+    "base_url",
+    "http_client",
+    "openai_client",
+    "sync_http_client",
+]

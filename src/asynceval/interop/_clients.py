@@ -1,0 +1,72 @@
+"""Clients on the funnel transports: httpx ones, and the OpenAI SDK's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from ..llm.model import SIM_BASE_URL, SIM_MODEL
+from ..runtime import Runtime
+from ._transport import FunnelTransport, SyncFunnelTransport
+
+__all__ = ["base_url", "http_client", "openai_client", "sync_http_client"]
+
+
+def http_client(
+    *, agent: str | None = None, runtime: Runtime | None = None, **httpx_kwargs: Any
+) -> httpx.AsyncClient:
+    """An `httpx.AsyncClient` whose every request goes through the funnel (`FunnelTransport`).
+
+    `transport=` in `httpx_kwargs` is wrapped, not replaced. No timeout of its own by default:
+    LLM_CALL_TIMEOUT bounds each attempt, the funnel's retries included.
+    """
+    inner = httpx_kwargs.pop("transport", None)
+    httpx_kwargs.setdefault("timeout", None)
+    transport = FunnelTransport(inner, agent=agent, runtime=runtime)
+    return httpx.AsyncClient(transport=transport, **httpx_kwargs)
+
+
+def sync_http_client(
+    *, agent: str | None = None, runtime: Runtime | None = None, **httpx_kwargs: Any
+) -> httpx.Client:
+    """An `httpx.Client` through the funnel (`SyncFunnelTransport`): for sync frameworks, from
+    the engine's worker threads or from threads of your own; the same process-wide limit."""
+    inner = httpx_kwargs.pop("transport", None)
+    httpx_kwargs.setdefault("timeout", None)
+    transport = SyncFunnelTransport(inner, agent=agent, runtime=runtime)
+    return httpx.Client(transport=transport, **httpx_kwargs)
+
+
+def base_url(runtime: Runtime | None = None) -> str:
+    """The base URL to give a framework: LLM_BASE_URL, else the embedded simulated provider's
+    (`http://asynceval-sim/v1`, answered in-process by the funnel transports)."""
+    settings = (runtime or Runtime.current()).settings
+    return settings.llm_base_url.rstrip("/") if settings.llm_base_url else SIM_BASE_URL
+
+
+def model_name(runtime: Runtime | None = None) -> str:
+    """LLM_MODEL, else the simulated provider's model when no base URL is set."""
+    settings = (runtime or Runtime.current()).settings
+    if settings.llm_model:
+        return settings.llm_model
+    return SIM_MODEL if not settings.llm_base_url else ""
+
+
+def openai_client(*, sync: bool = False, agent: str | None = None, **kwargs: Any) -> Any:
+    """An `openai.AsyncOpenAI` (or `openai.OpenAI` with `sync=True`) on the funnel's client, with
+    `max_retries=0`: the funnel retries, so the SDK must not multiply them. `base_url` and
+    `api_key` default to `base_url()` and LLM_API_KEY (a placeholder for the simulator)."""
+    import openai  # an optional dependency: only needed here
+
+    runtime = kwargs.pop("runtime", None)
+    settings = (runtime or Runtime.current()).settings
+    kwargs.setdefault("base_url", base_url(runtime))
+    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "asynceval-sim"
+    kwargs.setdefault("api_key", key)
+    kwargs.setdefault("max_retries", 0)
+    if sync:
+        kwargs.setdefault("http_client", sync_http_client(agent=agent, runtime=runtime))
+        return openai.OpenAI(**kwargs)
+    kwargs.setdefault("http_client", http_client(agent=agent, runtime=runtime))
+    return openai.AsyncOpenAI(**kwargs)

@@ -1,0 +1,121 @@
+"""A streamed answer that holds its call's slot until it is read to the end or closed.
+
+The stream is the provider's, decoded; reading it feeds the usage scanner, and LLM_CALL_TIMEOUT
+bounds each wait for the next chunk (a stall fails as `httpx.ReadTimeout`, with a `timeout`
+event). Its end, its close, an error, a cancelled read, or, for a stream the consumer dropped
+without closing, the garbage collector, releases the lease exactly once: the slot is freed and
+the tokens the stream reported are counted.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import AsyncIterator, Callable, Iterator
+
+import anyio
+import httpx
+
+from .. import events
+from ..llm.gateway import Lease
+from ..runtime import from_thread
+from ._usage import StreamUsage
+
+_DROPPED = frozenset({"content-encoding", "content-length", "transfer-encoding"})
+
+
+def plain_headers(headers: httpx.Headers) -> list[tuple[bytes, bytes]]:
+    """The provider's headers for a body handed on already decoded (no encoding, no length)."""
+    return [(k, v) for k, v in headers.raw if k.decode("latin-1").lower() not in _DROPPED]
+
+
+class _Holder:
+    """What a stream must give back once: its lease and its place in the loop's pool."""
+
+    __slots__ = ("done", "lease", "leave")
+
+    def __init__(self, lease: Lease, leave: Callable[[], None]) -> None:
+        self.lease = lease
+        self.leave = leave
+        self.done = False
+
+    def finish(self, usage: StreamUsage | None) -> None:
+        if self.done:
+            return
+        self.done = True
+        try:
+            self.lease.release(usage.usage() if usage is not None else None)
+        finally:
+            self.leave()
+
+
+class LeasedStream(httpx.AsyncByteStream):
+    """The body of a streamed response, read through the funnel's lease (see the module)."""
+
+    def __init__(
+        self,
+        response: httpx.Response,
+        lease: Lease,
+        timeout: float,
+        leave: Callable[[], None],
+    ) -> None:
+        self._response = response
+        self._lease = lease
+        self._timeout = timeout
+        self._usage = StreamUsage()
+        self._holder = _Holder(lease, leave)
+        self._finalizer = weakref.finalize(self, self._holder.finish, None)
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        chunks = self._response.aiter_bytes()
+        try:
+            while True:
+                try:
+                    with anyio.fail_after(self._timeout):
+                        chunk = await chunks.__anext__()
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    lease = self._lease
+                    events.timeout(
+                        agent=lease.agent,
+                        dimension=lease.dimension,
+                        call_id=lease.call_id,
+                        timeout_s=self._timeout,
+                    )
+                    raise httpx.ReadTimeout(
+                        f"no stream chunk within LLM_CALL_TIMEOUT ({self._timeout} s)",
+                        request=self._response.request,
+                    ) from None
+                self._usage.feed(chunk)
+                yield chunk
+        finally:
+            self._holder.finish(self._usage)  # at once: the slot is free before any await
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        self._holder.finish(self._usage)
+        with anyio.CancelScope(shield=True):
+            await self._response.aclose()
+
+
+class SyncStream(httpx.SyncByteStream):
+    """A `LeasedStream` read from sync code: each chunk is fetched on the stream's loop."""
+
+    def __init__(self, stream: LeasedStream) -> None:
+        self._stream = stream
+        self._chunks: AsyncIterator[bytes] | None = None
+
+    def __iter__(self) -> Iterator[bytes]:
+        chunks = self._chunks = self._stream.__aiter__()
+
+        async def next_chunk() -> bytes | None:
+            try:
+                return await chunks.__anext__()
+            except StopAsyncIteration:
+                return None
+
+        while (chunk := from_thread(next_chunk)) is not None:
+            yield chunk
+
+    def close(self) -> None:
+        from_thread(self._stream.aclose)
