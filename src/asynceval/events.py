@@ -58,6 +58,7 @@ ACQUIRED = "acquired"
 RELEASED = "released"
 CANCELLED = "cancelled"
 LIMIT_CHANGED = "limit_changed"
+NO_LLM_CALLS = "no_llm_calls"
 TOOL_WAVE = "tool_wave"
 RETRY = "retry"
 TIMEOUT = "timeout"
@@ -307,6 +308,19 @@ def run_finished(*, counts: Mapping[str, int], duration_s: float, **fields: Any)
     _write(
         "info", RUN_FINISHED, {"counts": dict(counts), "duration_s": round(duration_s, 6), **fields}
     )
+
+
+NO_LLM_CALLS_ADVICE = (
+    "no LLM call went through asynceval's funnel in any successful repetition: if your agents "
+    "call a model, they call it around the limit, retries, events and usage (an SDK or framework "
+    "with its own HTTP client); give it asynceval.http_client() (or sync_http_client(), or "
+    "asynceval.interop.openai_client())"
+)
+
+
+def no_llm_calls(*, successes: int) -> None:
+    """The run's successful repetitions recorded no LLM call: likely calls outside the funnel."""
+    _write("warning", NO_LLM_CALLS, {"successes": successes, "advice": NO_LLM_CALLS_ADVICE})
 
 
 def task_started(*, task_id: str, repeat_idx: int, **fields: Any) -> None:

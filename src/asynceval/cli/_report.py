@@ -13,6 +13,7 @@ from rich.table import Table
 
 from ..analysis import Summary, summarize
 from ..engine import read_records
+from ..events import NO_LLM_CALLS_ADVICE
 from ._errors import CLIError
 
 
@@ -94,3 +95,5 @@ def print_summary(summary: Summary, stream: TextIO) -> None:
     if summary.damaged_lines:
         table.add_row("damaged lines", f"{summary.damaged_lines} (skipped)")
     console.print(table)
+    if summary.statuses.get("success") and not summary.llm_calls:
+        console.print(f"warning: {NO_LLM_CALLS_ADVICE}", soft_wrap=True)

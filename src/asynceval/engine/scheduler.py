@@ -77,6 +77,7 @@ class Run:
         self.collect = collect
         self.reports: list[dict[str, Any]] = []
         self.counts: Counter[str] = Counter()
+        self._calls_in_successes = 0  # LLM calls the successful repetitions recorded
         self.repetitions = Repetitions(benchmark, self.settings, self.runtime.retry_policy)
         self.callbacks = CallbackRunner(benchmark.callbacks)
         self.threads = ThreadRunner(self.max_tasks)
@@ -148,6 +149,8 @@ class Run:
                 skipped_as_done=len(self._done),
                 threads_still_running=self.threads.abandoned(),
             )
+            if self.counts["success"] and not self._calls_in_successes:
+                events.no_llm_calls(successes=self.counts["success"])
         await self.callbacks.fire("on_run_end", self.bench, self.reports)
         return self.reports
 
@@ -224,6 +227,8 @@ class Run:
             await self.callbacks.fire("on_task_repeat_start", self.bench, task, unit.repeat_idx)
             report = await self.repetitions.run(unit)
             self.counts[report["status"]] += 1  # counted before the write, which may be cut
+            if report["status"] == "success":
+                self._calls_in_successes += int((report.get("usage") or {}).get("llm_calls", 0))
             if self.collect:
                 self.reports.append(report)
             if self._results is not None:
