@@ -27,6 +27,7 @@ def test_defaults_match_the_contract() -> None:
     assert (config.hang_rate, config.malformed_rate, config.truncated_rate) == (0.0, 0.0, 0.0)
     assert config.tokens_per_char == 0.25
     assert (config.rate_window, config.attempt_memory) == (60.0, 65_536)
+    assert config.stream_chunk_delay == 0.0
 
 
 @pytest.mark.parametrize(
@@ -45,6 +46,8 @@ def test_defaults_match_the_contract() -> None:
         {"rate_window": 0.0},
         {"rate_window": float("inf")},
         {"attempt_memory": 0},
+        {"stream_chunk_delay": -0.1},
+        {"stream_chunk_delay": float("nan")},
     ],
 )
 def test_invalid_values_raise_value_error_naming_the_field(bad: dict[str, Any]) -> None:

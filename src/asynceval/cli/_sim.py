@@ -87,6 +87,10 @@ def _add_options(serve_cmd: argparse.ArgumentParser) -> None:
     serve_cmd.add_argument("--malformed-rate", type=float, default=0.0, help="200, body not JSON")
     serve_cmd.add_argument("--truncated-rate", type=float, default=0.0, help="200, JSON cut short")
     serve_cmd.add_argument(
+        "--stream-chunk-delay", type=float, default=0.0, metavar="SECONDS",
+        help="seconds between the events of a streamed answer (default 0)",
+    )  # fmt: skip
+    serve_cmd.add_argument(
         "--attempt-memory",
         type=int,
         default=65_536,
@@ -119,6 +123,7 @@ def sim_serve(args: argparse.Namespace) -> int:
             malformed_rate=args.malformed_rate,
             truncated_rate=args.truncated_rate,
             attempt_memory=args.attempt_memory,
+            stream_chunk_delay=args.stream_chunk_delay,
         )
     except ValueError as exc:
         print(f"asynceval sim serve: {exc}", file=sys.stderr)

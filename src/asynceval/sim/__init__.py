@@ -1,8 +1,11 @@
 """asynceval.sim: a simulated LLM provider, the test double and the embedded default provider.
 
-An ASGI app speaking the OpenAI chat completions and Anthropic Messages protocols, with
-configurable latency, server-side caps, injected faults and deterministic answers that satisfy
-a request's JSON schema. In process: `httpx.ASGITransport(app=SimProvider(SimConfig(...)))`;
+An ASGI app speaking the OpenAI chat completions (streamed or not, `n` choices) and Responses
+(streamed or not) APIs, `GET /v1/models`, and the Anthropic Messages protocol, with configurable
+latency, server-side caps, injected faults and deterministic answers that satisfy a request's
+JSON schema. What it cannot honour (log probabilities, server-side state...) is a 400 naming
+the parameter. It speaks what the OpenAI SDK, openai-agents, pydantic-ai, langchain-openai and
+smolagents send by default. In process: `httpx.ASGITransport(app=SimProvider(SimConfig(...)))`;
 on a socket: `serve(SimConfig(...), port=8000)`. It imports no other asynceval module.
 """
 

@@ -9,7 +9,7 @@ structured-output `output_format: {"type": "json_schema", "schema": ...}` is hon
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from asynceval.sim._answers import Answer, ToolSpec, Turn, text_of
@@ -65,10 +65,11 @@ def parse(req: Mapping[str, Any]) -> Parsed:
 
 
 def render(
-    parsed: Parsed, answer: Answer, ident: str, created: int, usage: Usage
+    parsed: Parsed, answers: Sequence[Answer], ident: str, created: int, usage: Usage
 ) -> dict[str, Any]:
-    """A Messages API `message` object; `created` is unused (the API has no such field)."""
+    """A Messages API `message` object for the one answer (the API has no `n` and no `created`)."""
     del created
+    answer = answers[0]
     content: list[dict[str, Any]]
     if answer.tool_calls:
         content = [
@@ -89,8 +90,9 @@ def render(
     }
 
 
-def error(status: int, message: str) -> dict[str, Any]:
-    """An Anthropic error body: `{"type": "error", "error": {"type", "message"}}`."""
+def error(status: int, message: str, param: str | None = None) -> dict[str, Any]:
+    """An Anthropic error body: `{"type": "error", "error": {"type", "message"}}` (no `param`)."""
+    del param
     kind = _ERRORS.get(status, "api_error")
     return {"type": "error", "error": {"type": kind, "message": message}}
 

@@ -1,11 +1,16 @@
 """SimProvider: the simulated LLM provider as a raw ASGI 3 application.
 
-Routes: `POST /v1/chat/completions` (OpenAI), `POST /v1/messages` (Anthropic), `GET /stats`,
-`POST /stats/reset`. Unknown paths answer 404, wrong methods 405, unreadable bodies 400.
+Routes: `POST /v1/chat/completions` (OpenAI chat completions), `POST /v1/responses` (OpenAI
+Responses API), `POST /v1/messages` (Anthropic), `GET /v1/models` and `GET /v1/models/{id}`,
+`GET /stats`, `POST /stats/reset`. Unknown paths answer 404, wrong methods 405, unreadable
+bodies and parameters the simulator cannot honour 400.
 
 A completion request goes through, in order: counting, the RPM cap, the concurrency cap (both
 answer 429 at once and are not in flight), then, once admitted and in flight: `fail_first`,
 `fault_rates`, `hang_rate`, the latency sleep, `malformed_rate`/`truncated_rate`, the answer.
+A streamed answer (`"stream": true`) is sent as server-sent events once the latency has passed,
+`stream_chunk_delay` seconds between two events; the request stays in flight until the last
+event is sent or the client goes away. Truncation cuts a stream after half its events.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Any
 
 import anyio
 
-from asynceval.sim._answers import answer, token_count
+from asynceval.sim._answers import Answer, Turn, answer, token_count
 from asynceval.sim._anthropic import ANTHROPIC
 from asynceval.sim._asgi import (
     Header,
@@ -34,10 +39,17 @@ from asynceval.sim._config import SimConfig
 from asynceval.sim._dialect import BadRequest, Dialect, Parsed, Usage, status_message
 from asynceval.sim._faults import Corruption, Draws
 from asynceval.sim._memory import AttemptMemory, Window
+from asynceval.sim._models import MODELS_PATH, model_route
 from asynceval.sim._openai import OPENAI
+from asynceval.sim._responses import RESPONSES
+from asynceval.sim._sse import send_stream
 from asynceval.sim._stats import Stats
 
-_ROUTES: dict[str, Dialect] = {"/v1/chat/completions": OPENAI, "/v1/messages": ANTHROPIC}
+_ROUTES: dict[str, Dialect] = {
+    "/v1/chat/completions": OPENAI,
+    "/v1/responses": RESPONSES,
+    "/v1/messages": ANTHROPIC,
+}
 _RETRY_STATUSES = frozenset({429, 503, 529})
 _MALFORMED = b"<html><body><h1>502 Bad Gateway</h1>simulated malformed body</body></html>"
 _ALLOW_POST: tuple[Header, ...] = ((b"allow", b"POST"),)
@@ -105,24 +117,37 @@ class SimProvider:
         dialect = _ROUTES.get(path)
         if dialect is not None:
             if method != "POST":
-                await _send_json(send, 405, dialect.error(405, _not_allowed(method)), _ALLOW_POST)
+                await _send_json(
+                    send, 405, dialect.error(405, _not_allowed(method), None), _ALLOW_POST
+                )
                 return
             body = await read_body(receive)
             if body is not None:
                 await self._complete(dialect, path, body, receive, send)
         elif path == "/stats":
             if method != "GET":
-                await _send_json(send, 405, OPENAI.error(405, _not_allowed(method)), _ALLOW_GET)
+                await _send_json(
+                    send, 405, OPENAI.error(405, _not_allowed(method), None), _ALLOW_GET
+                )
             else:
                 await _send_json(send, 200, self._stats.snapshot())
+        elif path.startswith(MODELS_PATH) and (document := model_route(path)) is not None:
+            if method != "GET":
+                await _send_json(
+                    send, 405, OPENAI.error(405, _not_allowed(method), None), _ALLOW_GET
+                )
+            else:
+                await _send_json(send, 200, document)
         elif path == "/stats/reset":
             if method != "POST":
-                await _send_json(send, 405, OPENAI.error(405, _not_allowed(method)), _ALLOW_POST)
+                await _send_json(
+                    send, 405, OPENAI.error(405, _not_allowed(method), None), _ALLOW_POST
+                )
             else:
                 self._stats.reset()
                 await _send_json(send, 200, self._stats.snapshot())
         else:
-            await _send_json(send, 404, OPENAI.error(404, f"No route for {method} {path}"))
+            await _send_json(send, 404, OPENAI.error(404, f"No route for {method} {path}", None))
 
     async def _complete(
         self, dialect: Dialect, path: str, body: bytes, receive: Receive, send: Send
@@ -138,7 +163,7 @@ class SimProvider:
                 raise BadRequest("the request body must be a JSON object")
             parsed = dialect.parse(request)
         except BadRequest as exc:
-            await self._error(send, dialect, 400, str(exc))
+            await self._error(send, dialect, 400, str(exc), param=exc.param)
             return
         except Exception as exc:  # not JSON, or JSON of the wrong shape
             await self._error(send, dialect, 400, f"Could not parse the request body: {exc}")
@@ -192,7 +217,8 @@ class SimProvider:
         delay = draws.delay(config)
         if delay > 0:
             await anyio.sleep(delay)
-        await self._answer(dialect, parsed, digest, attempt, draws.corruption(config), send)
+        corruption = draws.corruption(config)
+        await self._answer(dialect, parsed, digest, attempt, corruption, receive, send)
 
     async def _answer(
         self,
@@ -201,6 +227,7 @@ class SimProvider:
         digest: bytes,
         attempt: int,
         corruption: Corruption,
+        receive: Receive,
         send: Send,
     ) -> None:
         """The 200 answer for this attempt, malformed or truncated when the draw says so."""
@@ -209,16 +236,21 @@ class SimProvider:
             await send_response(send, 200, _MALFORMED)
             return
         try:
-            reply = answer(parsed.turn, salt=self._salt + digest)
+            replies = _answers(parsed.turn, parsed.choices, self._salt + digest)
         except Exception as exc:  # a schema the generator cannot satisfy
             await self._error(send, dialect, 400, f"The simulator cannot answer this: {exc!r}")
             return
         per_char = self.config.tokens_per_char
         usage = Usage(
-            token_count(parsed.prompt_chars, per_char), token_count(reply.chars(), per_char)
+            token_count(parsed.prompt_chars, per_char),
+            sum(token_count(reply.chars(), per_char) for reply in replies),
         )
         ident = f"{digest.hex()[:24]}{attempt:04x}"
-        document = dialect.render(parsed, reply, ident, int(time.time()), usage)
+        if parsed.stream and dialect.stream is not None:
+            frames = dialect.stream(parsed, replies, ident, int(time.time()), usage)
+            await self._stream(frames, corruption, usage, receive, send)
+            return
+        document = dialect.render(parsed, replies, ident, int(time.time()), usage)
         payload = json.dumps(document, separators=(",", ":")).encode()
         if corruption is Corruption.TRUNCATED:
             payload = payload[: len(payload) // 2]
@@ -227,6 +259,22 @@ class SimProvider:
             self._stats.answered(time.monotonic(), usage.prompt, usage.completion)
         self._stats.record(200)
         await send_response(send, 200, payload)
+
+    async def _stream(
+        self,
+        frames: list[bytes],
+        corruption: Corruption,
+        usage: Usage,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        """Send a streamed 200 answer; its usage counts once the whole stream was sent."""
+        if corruption is Corruption.TRUNCATED:
+            frames = frames[: len(frames) // 2]
+        self._stats.record(200)
+        finished = await send_stream(send, receive, frames, self.config.stream_chunk_delay)
+        if finished and corruption is Corruption.NONE:
+            self._stats.answered(time.monotonic(), usage.prompt, usage.completion)
 
     def _retry_for(self, status: int) -> tuple[Header, ...]:
         return self._retry_headers if status in _RETRY_STATUSES else ()
@@ -238,15 +286,23 @@ class SimProvider:
         status: int,
         message: str,
         headers: tuple[Header, ...] = (),
+        *,
+        param: str | None = None,
     ) -> None:
+        """Send an error answer in the route's format; `param` names the parameter to blame."""
         self._stats.record(status)
-        payload = json.dumps(dialect.error(status, message)).encode()
+        payload = json.dumps(dialect.error(status, message, param)).encode()
         await send_response(send, status, payload, headers)
 
 
 def sim_app(config: SimConfig | None = None) -> SimProvider:
     """A new `SimProvider` for `config` (the defaults when None)."""
     return SimProvider(config)
+
+
+def _answers(turn: Turn, choices: int, salt: bytes) -> list[Answer]:
+    """One answer per choice; the first is the answer a single-choice request gets."""
+    return [answer(turn, salt=salt + (b"#%d" % i if i else b"")) for i in range(choices)]
 
 
 def _retry_headers(seconds: float) -> tuple[Header, ...]:

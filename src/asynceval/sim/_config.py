@@ -38,6 +38,10 @@ class SimConfig:
     latency, `malformed_rate` sends a 200 whose body is not JSON and `truncated_rate` a 200 whose
     JSON is cut in half. 429 and 503 answers carry `Retry-After: retry_after`.
 
+    Streaming: a request with `"stream": true` gets its first byte after the latency, then one
+    server-sent event every `stream_chunk_delay` seconds (0: all at once), so a test can make a
+    stream stall between chunks.
+
     Memory: attempt indexes are kept for the `attempt_memory` most recently admitted distinct
     requests only, so a long-running provider does not grow with every distinct body. A request
     not seen among the last `attempt_memory` distinct ones starts again at attempt 0 (and so
@@ -62,6 +66,7 @@ class SimConfig:
     tokens_per_char: float = 0.25
     rate_window: float = 60.0
     attempt_memory: int = 65_536
+    stream_chunk_delay: float = 0.0
 
     def __post_init__(self) -> None:
         _check(self.latency >= 0 and math.isfinite(self.latency), "latency", self.latency)
@@ -97,6 +102,11 @@ class SimConfig:
             self.rate_window,
         )
         _check(self.attempt_memory >= 1, "attempt_memory", self.attempt_memory)
+        _check(
+            self.stream_chunk_delay >= 0 and math.isfinite(self.stream_chunk_delay),
+            "stream_chunk_delay",
+            self.stream_chunk_delay,
+        )
         # A private, sorted copy: callers may not mutate the mapping under a running provider.
         object.__setattr__(self, "fault_rates", dict(sorted(self.fault_rates.items())))
 

@@ -1,9 +1,9 @@
-"""What a wire protocol (OpenAI chat completions, Anthropic messages) plugs into the app."""
+"""What a wire protocol (OpenAI chat completions and Responses, Anthropic messages) plugs into the app."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
 
@@ -11,16 +11,32 @@ from asynceval.sim._answers import Answer, Turn
 
 
 class BadRequest(ValueError):
-    """Raised by a dialect's `parse` for a request it cannot read; the app answers 400 with it."""
+    """Raised by a dialect's `parse` for a request it cannot read; the app answers 400 with it.
+
+    `param` names the offending request parameter, when one is to blame (OpenAI's error `param`).
+    """
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
 
 
 @dataclass(frozen=True, slots=True)
 class Parsed:
-    """A request read by a dialect: the model name to echo, the turn, and prompt size in chars."""
+    """A request read by a dialect: the model name to echo, the turn, and prompt size in chars.
+
+    `choices` answers are wanted (OpenAI's `n`); `stream` asks for server-sent events, and
+    `include_usage` for a last chunk carrying the usage (chat completions' `stream_options`).
+    `echo` holds request fields a dialect repeats in its answer (the Responses API's settings).
+    """
 
     model: str
     turn: Turn
     prompt_chars: int
+    choices: int = 1
+    stream: bool = False
+    include_usage: bool = False
+    echo: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,17 +47,27 @@ class Usage:
     completion: int
 
 
+Renderer = Callable[[Parsed, Sequence[Answer], str, int, Usage], dict[str, Any]]
+"""`render(parsed, answers, ident, created, usage)`: the JSON answer to a request."""
+
+StreamRenderer = Callable[[Parsed, Sequence[Answer], str, int, Usage], list[bytes]]
+"""`stream(parsed, answers, ident, created, usage)`: the same answer as server-sent event frames."""
+
+
 @dataclass(frozen=True, slots=True)
 class Dialect:
     """One protocol: `parse` a JSON request, `render` an answer, shape an `error` body.
 
-    `render(parsed, answer, ident, created, usage)` gets a unique hex `ident` for the response id
-    and the `created` Unix time.
+    `render` gets one answer per choice wanted (`parsed.choices`), a unique hex `ident` for the
+    response id and the `created` Unix time; `error(status, message, param)` shapes an error
+    body, `param` naming the parameter to blame if any. `stream`, when the protocol streams,
+    renders the same answer as the SSE frames to send one by one.
     """
 
     parse: Callable[[Mapping[str, Any]], Parsed]
-    render: Callable[[Parsed, Answer, str, int, Usage], dict[str, Any]]
-    error: Callable[[int, str], dict[str, Any]]
+    render: Renderer
+    error: Callable[[int, str, str | None], dict[str, Any]]
+    stream: StreamRenderer | None = None
 
 
 def status_message(status: int) -> str:

@@ -1,13 +1,19 @@
-"""The OpenAI chat completions dialect: `POST /v1/chat/completions` requests and responses."""
+"""The OpenAI chat completions dialect: `POST /v1/chat/completions` requests and responses.
+
+`n` asks for that many choices (1 to 8), `"stream": true` for server-sent chunks (`_chat_stream`);
+the parameters it cannot honour get a 400 naming them (`_params`).
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from asynceval.sim._answers import Answer, ToolSpec, Turn, text_of
-from asynceval.sim._dialect import BadRequest, Dialect, Parsed, Usage, require_messages
+from asynceval.sim._chat_stream import stream, usage_document
+from asynceval.sim._dialect import Dialect, Parsed, Usage, require_messages
+from asynceval.sim._params import check_chat
 
 _ERRORS: dict[int, tuple[str, str | None]] = {
     400: ("invalid_request_error", None),
@@ -23,14 +29,17 @@ _ERRORS: dict[int, tuple[str, str | None]] = {
 
 
 def parse(req: Mapping[str, Any]) -> Parsed:
-    """Read a chat completions request; `BadRequest` for missing messages or `stream: true`.
+    """Read a chat completions request; `BadRequest` for missing messages or a parameter the
+    simulator cannot honour.
 
     Prompt size counts message texts, earlier tool calls, and the JSON of `tools` and of the
     requested schema (models read those too).
     """
     messages = require_messages(req)
-    if req.get("stream"):
-        raise BadRequest("the simulated provider does not stream; send 'stream': false")
+    choices = check_chat(req)
+    streamed = req.get("stream") is True
+    options = req.get("stream_options")
+    include_usage = streamed and isinstance(options, Mapping) and options.get("include_usage")
     chars = 0
     calls = 0
     for message in messages:
@@ -39,7 +48,7 @@ def parse(req: Mapping[str, Any]) -> Parsed:
             function = call.get("function") or {}
             chars += len(str(function.get("name", ""))) + len(str(function.get("arguments", "")))
             calls += 1
-    question, results = _question(messages)
+    question, results = question_of(messages)
     tools_offered = req.get("tools") or []
     tools, force = _tools(tools_offered, req.get("tool_choice"))
     schema, json_object = _response_format(req.get("response_format"))
@@ -57,13 +66,43 @@ def parse(req: Mapping[str, Any]) -> Parsed:
         json_object=json_object,
         call_offset=calls,
     )
-    return Parsed(model=str(req.get("model", "sim")), turn=turn, prompt_chars=chars)
+    return Parsed(
+        model=str(req.get("model", "sim")),
+        turn=turn,
+        prompt_chars=chars,
+        choices=choices,
+        stream=streamed,
+        include_usage=bool(include_usage),
+    )
 
 
 def render(
-    parsed: Parsed, answer: Answer, ident: str, created: int, usage: Usage
+    parsed: Parsed, answers: Sequence[Answer], ident: str, created: int, usage: Usage
 ) -> dict[str, Any]:
-    """A `chat.completion` object exactly as OpenAI shapes it."""
+    """A `chat.completion` object exactly as OpenAI shapes it, one choice per answer."""
+    return {
+        "id": f"chatcmpl-{ident}",
+        "object": "chat.completion",
+        "created": created,
+        "model": parsed.model,
+        "choices": [_choice(index, answer) for index, answer in enumerate(answers)],
+        "usage": usage_document(usage),
+        "system_fingerprint": None,
+    }
+
+
+def error(status: int, message: str, param: str | None = None) -> dict[str, Any]:
+    """An OpenAI error body: `{"error": {"message", "type", "param", "code"}}`."""
+    kind, code = _ERRORS.get(
+        status, ("server_error" if status >= 500 else "invalid_request_error", None)
+    )
+    if status == 400 and param is not None:
+        code = "unsupported_parameter"
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def _choice(index: int, answer: Answer) -> dict[str, Any]:
+    """One choice of a `chat.completion`: the assistant message and why it finished."""
     message: dict[str, Any] = {"role": "assistant", "content": answer.text, "refusal": None}
     if answer.tool_calls:
         message["tool_calls"] = [
@@ -75,32 +114,11 @@ def render(
             for call in answer.tool_calls
         ]
     return {
-        "id": f"chatcmpl-{ident}",
-        "object": "chat.completion",
-        "created": created,
-        "model": parsed.model,
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "logprobs": None,
-                "finish_reason": "tool_calls" if answer.tool_calls else "stop",
-            }
-        ],
-        "usage": {
-            "prompt_tokens": usage.prompt,
-            "completion_tokens": usage.completion,
-            "total_tokens": usage.prompt + usage.completion,
-        },
+        "index": index,
+        "message": message,
+        "logprobs": None,
+        "finish_reason": "tool_calls" if answer.tool_calls else "stop",
     }
-
-
-def error(status: int, message: str) -> dict[str, Any]:
-    """An OpenAI error body: `{"error": {"message", "type", "param", "code"}}`."""
-    kind, code = _ERRORS.get(
-        status, ("server_error" if status >= 500 else "invalid_request_error", None)
-    )
-    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
 OBSERVATION = "Observation:"
@@ -108,7 +126,7 @@ OBSERVATION = "Observation:"
 message starting with this counts as a tool result, not as the question."""
 
 
-def _question(messages: list[Mapping[str, Any]]) -> tuple[str, tuple[str, ...]]:
+def question_of(messages: Sequence[Mapping[str, Any]]) -> tuple[str, tuple[str, ...]]:
     """The last user message's text and the tool results sent after it."""
     results: list[str] = []
     for message in reversed(messages):
@@ -147,5 +165,5 @@ def _response_format(fmt: Any) -> tuple[Any, bool]:
     return None, fmt.get("type") == "json_object"
 
 
-OPENAI = Dialect(parse=parse, render=render, error=error)
+OPENAI = Dialect(parse=parse, render=render, error=error, stream=stream)
 """The OpenAI chat completions dialect."""

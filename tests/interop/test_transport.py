@@ -1,0 +1,209 @@
+"""The funnel transports under the OpenAI SDK: the provider's own counters are the witness."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import httpx
+import openai
+import pytest
+
+from asynceval import Runtime, Settings, http_client, sync_http_client
+from asynceval.interop import base_url, openai_client
+from asynceval.llm import track_usage
+from asynceval.sim import SimConfig, SimProvider
+
+from ..conftest import EventLog
+
+FAST = {"retry_initial_delay": 0.01, "retry_max_delay": 0.05, "max_concurrent_llm_calls": 5}
+
+
+def sdk(sim: SimProvider | str, agent: str = "sdk-agent") -> openai.AsyncOpenAI:
+    """The documented set-up: the SDK on asynceval's client, its own retries off; `sim` is a
+    provider answered in-process, or a loopback server's base URL."""
+    if isinstance(sim, str):
+        client, url = http_client(agent=agent), sim
+    else:
+        client, url = (
+            http_client(agent=agent, transport=httpx.ASGITransport(app=sim)),
+            "http://sim/v1",
+        )
+    return openai.AsyncOpenAI(base_url=url, api_key="k", max_retries=0, http_client=client)
+
+
+LoopBack = Callable[[SimConfig], tuple[str, SimProvider]]
+
+
+async def ask_all(client: openai.AsyncOpenAI, n: int, **params: Any) -> list[Any]:
+    answers: list[Any] = []
+
+    async def one(index: int) -> None:
+        answers.append(
+            await client.chat.completions.create(
+                model="asynceval-sim",
+                messages=[{"role": "user", "content": f"What is {index} + 1?"}],
+                **params,
+            )
+        )
+
+    async with anyio.create_task_group() as tg:
+        for index in range(n):
+            tg.start_soon(one, index)
+    return answers
+
+
+async def test_twenty_sdk_calls_at_limit_five_reach_the_provider_five_at_a_time(
+    event_log: EventLog,
+) -> None:
+    sim = SimProvider(SimConfig(latency=0.05))
+    async with Runtime(Settings(**FAST)):
+        with track_usage() as usage:
+            answers = await ask_all(sdk(sim), 20)
+    assert len(answers) == 20
+    assert sim.stats()["max_in_flight"] == 5 and sim.stats()["requests"] == 20
+    acquired = event_log.named("acquired")
+    assert len(acquired) == 20 and {e["agent"] for e in acquired} == {"sdk-agent"}
+    assert len(event_log.named("released")) == 20
+    assert usage.llm_calls == 20
+    assert usage.prompt_tokens == sum(a.usage.prompt_tokens for a in answers) > 0
+    assert usage.completion_tokens == sum(a.usage.completion_tokens for a in answers) > 0
+
+
+async def test_a_429_storm_ends_with_every_call_done_and_the_retries_in_our_events(
+    event_log: EventLog,
+) -> None:
+    sim = SimProvider(SimConfig(latency=0.01, fault_rates={429: 0.3}, retry_after=0.01))
+    async with Runtime(Settings(**FAST, retry_max_attempts=8)):
+        answers = await ask_all(sdk(sim), 20)
+    assert len(answers) == 20
+    assert sim.stats()["statuses"]["429"] > 0 and sim.stats()["max_in_flight"] <= 5
+    retries = event_log.named("retry")
+    assert retries and all(r["status_code"] == 429 for r in retries)
+    assert not event_log.named("llm_call_failed")
+
+
+async def test_after_the_last_attempt_the_sdk_gets_the_providers_answer(
+    event_log: EventLog,
+) -> None:
+    """A 400 is not retried and reaches the SDK as its own error; a 503 that never ends is
+    retried RETRY_MAX_ATTEMPTS times, then reaches it too."""
+    bad = SimProvider(SimConfig(latency=0, fault_rates={400: 1.0}))
+    down = SimProvider(SimConfig(latency=0, fault_rates={503: 1.0}, retry_after=0.01))
+    async with Runtime(Settings(**FAST, retry_max_attempts=3)):
+        question = [{"role": "user", "content": "What is 1 + 1?"}]
+        with pytest.raises(openai.BadRequestError):
+            await sdk(bad).chat.completions.create(model="m", messages=question)  # type: ignore[arg-type]
+        with pytest.raises(openai.InternalServerError) as caught:
+            await sdk(down).chat.completions.create(model="m", messages=question)  # type: ignore[arg-type]
+    assert caught.value.status_code == 503
+    assert bad.stats()["requests"] == 1 and down.stats()["requests"] == 3
+    failed = event_log.named("llm_call_failed")
+    assert [(f["status_code"], f["attempts"]) for f in failed] == [(400, 1), (503, 3)]
+
+
+async def test_a_stream_holds_its_slot_until_read_and_counts_its_usage(loopback: LoopBack) -> None:
+    url, _ = loopback(SimConfig(latency=0, stream_chunk_delay=0.02))
+    async with Runtime(Settings(**FAST)) as runtime:
+        client = sdk(url)
+        with track_usage() as usage:
+            stream = await client.chat.completions.create(
+                model="asynceval-sim",
+                messages=[{"role": "user", "content": "What is 20 + 22?"}],
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+            assert runtime.limiter.statistics().active == 1  # headers in, body not read
+            text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+            assert runtime.limiter.statistics().active == 0
+    assert text == "42"
+    assert usage.llm_calls == 1 and usage.completion_tokens > 0 and usage.prompt_tokens > 0
+
+
+async def test_a_stream_left_half_way_frees_its_slot_at_once(loopback: LoopBack) -> None:
+    """Closed after a break (`async with stream`, or `close()`), or its reading task
+    cancelled: the slot is free at that moment, not when the provider finishes."""
+    url, sim = loopback(SimConfig(latency=0, stream_chunk_delay=0.05))
+    messages: Any = [{"role": "user", "content": "Say something long please."}]
+    async with Runtime(Settings(**FAST)) as runtime:
+        client = sdk(url)
+        stream = await client.chat.completions.create(
+            model="asynceval-sim", messages=messages, stream=True
+        )
+        async with stream:
+            async for _ in stream:
+                break
+        assert runtime.limiter.statistics().active == 0
+        stream = await client.chat.completions.create(
+            model="asynceval-sim", messages=messages, stream=True
+        )
+        with anyio.move_on_after(0.03):  # the task reading it is cancelled
+            async for _ in stream:
+                pass
+        assert runtime.limiter.statistics().active == 0
+    assert sim.stats()["requests"] == 2
+
+
+async def test_a_stream_that_stalls_between_chunks_fails_as_a_timeout(
+    event_log: EventLog, loopback: LoopBack
+) -> None:
+    url, _ = loopback(SimConfig(latency=0, stream_chunk_delay=0.5))
+    async with Runtime(Settings(**FAST, llm_call_timeout=0.3)) as runtime:
+        stream = await sdk(url).chat.completions.create(
+            model="asynceval-sim",
+            messages=[{"role": "user", "content": "What is 1 + 1?"}],
+            stream=True,
+        )
+        with pytest.raises((openai.APITimeoutError, httpx.ReadTimeout)):
+            async for _ in stream:
+                pass
+        assert runtime.limiter.statistics().active == 0
+    assert event_log.named("timeout")
+
+
+def test_sync_clients_in_threads_share_the_process_limit() -> None:
+    """Eight threads of the user's own, each with a sync SDK client: the provider sees at most
+    the limit, since every thread's calls go through the one controller."""
+    sim = SimProvider(SimConfig(latency=0.05))
+    runtime = Runtime(Settings(**FAST))
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        client = openai.OpenAI(
+            base_url="http://sim/v1",
+            api_key="k",
+            max_retries=0,
+            http_client=sync_http_client(
+                agent="threaded", runtime=runtime, transport=httpx.ASGITransport(app=sim)
+            ),
+        )
+        try:
+            for index in range(3):
+                client.chat.completions.create(
+                    model="asynceval-sim",
+                    messages=[{"role": "user", "content": f"What is {index} + 5?"}],
+                )
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not errors
+    assert sim.stats()["requests"] == 24 and sim.stats()["max_in_flight"] <= 5
+    assert runtime.limiter.statistics().max_active == 5
+
+
+async def test_openai_client_talks_to_the_embedded_simulator_with_no_server() -> None:
+    async with Runtime(Settings(**FAST)) as runtime:
+        client = openai_client(agent="default")
+        answer = await client.chat.completions.create(
+            model="asynceval-sim", messages=[{"role": "user", "content": "What is 6 * 7?"}]
+        )
+        assert base_url() == "http://asynceval-sim/v1" and client.max_retries == 0
+        assert answer.choices[0].message.content == "42"
+        assert runtime.sim.stats()["requests"] == 1
