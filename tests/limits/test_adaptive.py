@@ -21,8 +21,10 @@ async def hold(
     task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     async with controller.slot(endpoint=endpoint):
+        controller.sending(endpoint, +1)  # its request is out at the provider
         task_status.started()
         await release.wait()
+        controller.sending(endpoint, -1)
 
 
 async def test_an_overload_429_lowers_the_endpoint_limit_to_the_calls_in_flight(
@@ -34,6 +36,7 @@ async def test_an_overload_429_lowers_the_endpoint_limit_to_the_calls_in_flight(
         for _ in range(8):
             await tg.start(hold, controller, "https://a/v1", release)
         async with controller.slot(endpoint="https://a/v1"):
+            controller.sending("https://a/v1", +1)
             assert controller.overloaded("https://a/v1") is True  # 8 others in flight
         assert controller.endpoint_limit("https://a/v1") == 8
         assert controller.endpoint_limit("https://b/v1") == 10  # other endpoints untouched
@@ -61,6 +64,7 @@ async def test_an_overload_429_lowers_the_endpoint_limit_to_the_calls_in_flight(
 async def test_a_lone_429_is_not_overload() -> None:
     controller = ConcurrencyController(10)
     async with controller.slot(endpoint="e"):
+        controller.sending("e", +1)
         assert controller.overloaded("e") is False  # nothing else was being served
     assert controller.endpoint_limit("e") == 10
 
@@ -73,6 +77,7 @@ async def test_successes_grow_the_limit_back_one_slot_per_round_never_above_the_
     async with anyio.create_task_group() as tg:
         await tg.start(hold, controller, "e", release)
         async with controller.slot(endpoint="e"):
+            controller.sending("e", +1)
             assert controller.overloaded("e")
         release.set()
     assert controller.endpoint_limit("e") == 1
@@ -88,6 +93,28 @@ async def test_successes_grow_the_limit_back_one_slot_per_round_never_above_the_
     assert controller.statistics().endpoint_limits == {}
 
 
+async def test_holders_still_waiting_for_their_rate_turn_are_not_served_by_the_provider() -> None:
+    """Slot holders whose requests have not left (waiting for a rate window) do not make a
+    429 look like overload: the provider served nobody else."""
+    controller = ConcurrencyController(10)
+    release = anyio.Event()
+
+    async def waiting_for_rate(*, task_status: anyio.abc.TaskStatus[None]) -> None:
+        async with controller.slot(endpoint="e"):
+            task_status.started()
+            await release.wait()
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(5):
+            await tg.start(waiting_for_rate)
+        async with controller.slot(endpoint="e"):
+            controller.sending("e", +1)
+            assert controller.overloaded("e") is False
+            controller.sending("e", -1)
+        release.set()
+    assert controller.endpoint_limit("e") == 10
+
+
 async def test_growing_the_limit_grants_a_waiting_caller() -> None:
     controller = ConcurrencyController(4)
     release = anyio.Event()
@@ -101,6 +128,7 @@ async def test_growing_the_limit_grants_a_waiting_caller() -> None:
     async with anyio.create_task_group() as tg:
         await tg.start(hold, controller, "e", release)
         async with controller.slot(endpoint="e"):
+            controller.sending("e", +1)
             assert controller.overloaded("e")
         tg.start_soon(take)  # the limit is 1 and 1 is held: it waits
         await wait_all_tasks_blocked()

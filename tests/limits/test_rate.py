@@ -174,3 +174,23 @@ def test_one_window_is_shared_by_event_loops_in_threads() -> None:
     assert len(times) == 300
     assert most_in_a_window(times, 0.5) <= 100
     assert 1.0 <= time.monotonic() - started < 2.5  # three windows' worth
+
+
+async def test_a_caller_woken_late_counts_from_when_it_really_goes() -> None:
+    """The loop stalls past two callers' booked moment: they give their booking back and go
+    a window after the stall, never three requests in one window."""
+    limiter = RateLimiter(requests_per_minute=2, window_s=0.5, margin_s=MARGIN)
+    started = time.monotonic()
+    sent: list[float] = []
+
+    async def one() -> None:
+        await limiter.acquire()
+        sent.append(time.monotonic())
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(5):
+            tg.start_soon(one)
+        await anyio.sleep(0.45)
+        time.sleep(0.35)  # noqa: ASYNC251  (the stall is the point)
+    assert most_in_a_window(sent, 0.5) <= 2
+    assert max(sent) - started >= 0.8 + 0.5  # the last went a window after the late pair

@@ -130,3 +130,23 @@ async def test_requests_per_minute_from_settings_hold_in_the_first_second_over_l
         async with httpx.AsyncClient() as client:
             stats = (await client.get(base_url.removesuffix("/v1") + "/stats")).json()
     assert stats["requests"] == 60
+
+
+async def test_a_429_while_the_others_only_wait_for_their_rate_turn_is_not_overload(
+    event_log: EventLog,
+) -> None:
+    """Slot holders waiting for the rate window have sent nothing: a 429 on the one request
+    out is a rate refusal (pause, counted attempt), not overload (no limit change)."""
+    sim = SimConfig(latency=0, fault_rates={429: 1.0}, retry_after=0.05)
+    model = OpenAIChatModel(
+        settings=Settings(retry_max_attempts=2, **FAST_RETRY),
+        controller=ConcurrencyController(4),
+        rate_limiter=RateLimiter(requests_per_minute=1, window_s=0.2, margin_s=0.0),
+        sim_config=sim,
+    )
+    async with model:
+        failures = await generate_all(model, 3)
+        stats = model.sim.stats()  # type: ignore[union-attr]
+    assert len(failures) == 3 and stats["max_in_flight"] == 1
+    assert stats["statuses"]["429"] == 6  # two counted attempts each, nothing turned away
+    assert not event_log.named("limit_changed")

@@ -9,6 +9,8 @@ the tokens the stream reported are counted.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 
@@ -48,6 +50,16 @@ class _Holder:
             self.leave()
 
 
+def _finish_later(holder: _Holder, loop: asyncio.AbstractEventLoop) -> None:
+    """For a stream the garbage collector found unclosed: finish on its own loop, never here.
+    A collection can run while this thread holds the controller's or the limiter's lock (any
+    allocation may trigger it), so releasing in place could deadlock on that lock."""
+    try:
+        loop.call_soon_threadsafe(holder.finish, None)
+    except RuntimeError:  # that loop is closed: a thread of its own takes the locks safely
+        threading.Thread(target=holder.finish, args=(None,), daemon=True).start()
+
+
 class LeasedStream(httpx.AsyncByteStream):
     """The body of a streamed response, read through the funnel's lease (see the module)."""
 
@@ -63,7 +75,9 @@ class LeasedStream(httpx.AsyncByteStream):
         self._timeout = timeout
         self._usage = StreamUsage()
         self._holder = _Holder(lease, leave)
-        self._finalizer = weakref.finalize(self, self._holder.finish, None)
+        self._finalizer = weakref.finalize(
+            self, _finish_later, self._holder, asyncio.get_running_loop()
+        )
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         chunks = self._response.aiter_bytes()

@@ -71,12 +71,14 @@ class _Waiter:
 
     def wake(self) -> bool:
         """Set the event from any thread; False when the waiter's loop has closed."""
-        if threading.get_ident() == self.thread:
-            self.event.set()
-            return True
+        if self.loop.is_closed():
+            return False  # nobody will ever take this grant (a later loop in the same thread)
         try:
-            self.loop.call_soon_threadsafe(self.event.set)
-        except RuntimeError:  # that loop is closed: nobody will ever take this grant
+            if threading.get_ident() == self.thread:
+                self.event.set()
+            else:
+                self.loop.call_soon_threadsafe(self.event.set)
+        except RuntimeError:  # that loop closed meanwhile
             return False
         return True
 
@@ -104,6 +106,7 @@ class ConcurrencyController:
         self._waiting_at: dict[str | None, int] = {}  # callers in line, per endpoint
         self._active = 0
         self._active_at: dict[str | None, int] = {}  # slots held per endpoint
+        self._sending_at: dict[str, int] = {}  # requests out at the provider, per endpoint
         self._adaptive = AdaptiveLimits(limit)  # endpoints whose limit is below `_limit`
         self._max_active = 0
         self._granted = 0
@@ -156,7 +159,10 @@ class ConcurrencyController:
         same cap refuses a probe again (see `asynceval.limits._adaptive`). False when this was
         the only call: a rate or quota 429, which the caller handles with a pause and backoff."""
         with self._lock:
-            others = self._active_at.get(endpoint, 0) - 1
+            # Requests really out at the provider: not holders still waiting for their rate
+            # turn, which the provider has not seen (their count would make a rate 429 look
+            # like overload).
+            others = self._sending_at.get(endpoint, 0) - 1
             if others < 1:
                 return False
             change = self._adaptive.overload(endpoint, others, hold, time.monotonic())
@@ -175,6 +181,13 @@ class ConcurrencyController:
         if change is not None:
             self._limit_changed(endpoint, change, self._active_at.get(endpoint, 0), "success")
             self._wake(chosen)
+
+    def sending(self, endpoint: str | None, delta: int) -> None:
+        """A slot holder's request for `endpoint` left (+1) or ended (-1): what `overloaded`
+        counts as served by the provider."""
+        if endpoint is not None:
+            with self._lock:
+                self._sending_at[endpoint] = self._sending_at.get(endpoint, 0) + delta
 
     def _limit_changed(self, endpoint: str, change: Change, in_flight: int, reason: str) -> None:
         events.limit_changed(
@@ -254,6 +267,9 @@ class ConcurrencyController:
         for waiter in chosen:
             if not waiter.wake():
                 with self._lock:
+                    # Taken back here, once: when the abandoned caller is finally collected,
+                    # its exit path must not give the slot back a second time.
+                    waiter.granted = False
                     self._granted -= 1
                     self._untake(waiter.endpoint)
                     more = self._dispatch()

@@ -40,6 +40,10 @@ covers the spread of delays between our stamp of a send and the provider's count
 (0.4% of a 60 s window)."""
 
 
+_LATE_S = 0.005
+"""A wake this late (or the margin, if larger) is on time: below it, a new booking gains nothing."""
+
+
 class _Share:
     """One attempt's share of one window: when it was sent and what it costs there."""
 
@@ -141,6 +145,7 @@ class RateLimiter:
         self.requests_per_minute = requests_per_minute
         self.tokens_per_minute = tokens_per_minute
         self.window_s = window_s
+        self._margin = margin_s
         period = window_s + margin_s
         self._requests = _Window(requests_per_minute, period) if requests_per_minute else None
         self._tokens = _Window(tokens_per_minute, period) if tokens_per_minute else None
@@ -173,29 +178,39 @@ class RateLimiter:
         return at, request, share
 
     async def acquire(self, tokens: int = 0) -> Reservation:
-        """Wait in line until one request and `tokens` fit in the windows, then take them."""
+        """Wait in line until one request and `tokens` fit in the windows, then take them.
+
+        A caller woken later than its booked moment by more than the margin (a stalled loop or
+        a descheduled process) gives its booking back and takes a new one from now: its share
+        must count from when it really goes."""
         await anyio.lowlevel.checkpoint_if_cancelled()
-        started = time.monotonic()
-        at, request, share = self._take(tokens, started)
-        reservation = Reservation(
-            tokens=int(share.cost) if share is not None else 0,
-            waited_s=0.0,
-            _request=request,
-            _tokens=share,
-        )
-        if at > started:
+        started = now = time.monotonic()
+        late_ok = max(self._margin, _LATE_S)  # timers always fire a little late
+        for retake in range(2):
+            at, request, share = self._take(tokens, now)
+            reservation = Reservation(
+                tokens=int(share.cost) if share is not None else 0,
+                waited_s=now - started,
+                _request=request,
+                _tokens=share,
+            )
+            if at <= now:
+                return reservation
             try:
                 await anyio.sleep_until(at)  # asyncio's clock is time.monotonic()
             except BaseException:
                 self.refund(reservation)  # left the line: its share goes back
                 raise
-            reservation = Reservation(
-                tokens=reservation.tokens,
-                waited_s=time.monotonic() - started,
-                _request=request,
-                _tokens=share,
-            )
-        return reservation
+            now = time.monotonic()
+            if now - at <= late_ok or retake:  # a second late wake: take it as it is
+                return Reservation(
+                    tokens=reservation.tokens,
+                    waited_s=now - started,
+                    _request=request,
+                    _tokens=share,
+                )
+            self.refund(reservation)
+        raise AssertionError("unreachable: the second pass returns")
 
     def refund(self, reservation: Reservation) -> None:
         """Give back everything an attempt took that never reached the provider."""

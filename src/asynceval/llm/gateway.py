@@ -302,12 +302,17 @@ class Gateway:
             raise
         controller.succeeded(endpoint)
         if not lease.kept:
-            lease.release(usage_of(result))
+            try:
+                usage = usage_of(result)
+            except Exception:  # an odd usage field must not keep the slot
+                usage = None
+            lease.release(usage)
         return result
 
     async def _request(self, attempt: Attempt[T], lease: Lease, requeue: int) -> T:
         """The provider request under the per-attempt timeout; a 429 decides, while the slot is
         still held (so queued callers see it), between an overload and a rate refusal."""
+        self.controller.sending(self.endpoint, +1)
         try:
             with anyio.fail_after(self.call_timeout) as scope:
                 return await attempt(lease)
@@ -332,6 +337,8 @@ class Gateway:
                 elif wait > 0:
                     controller.pause(endpoint, wait)  # a rate or quota 429
             raise
+        finally:
+            self.controller.sending(self.endpoint, -1)
 
 
 class _TurnedAway(Exception):
