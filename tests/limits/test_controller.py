@@ -310,3 +310,39 @@ def test_many_threads_hammering_one_controller_never_exceed_the_limit() -> None:
     stats = controller.statistics()
     assert peak == 3 and stats.max_active == 3
     assert (stats.active, stats.waiting, stats.granted) == (0, 0, 800)
+
+
+async def test_a_grant_to_a_waiter_whose_loop_closed_is_taken_back_once() -> None:
+    """A waiter left in line when its loop (in another thread) closed: the grant meant for it
+    goes back, and collecting the abandoned caller later does not give the slot back again."""
+    import asyncio
+    import gc
+    import threading
+
+    controller = ConcurrencyController(2)
+    abandoned: list[asyncio.Task[None]] = []
+
+    async def wait_for_slot() -> None:
+        async with controller.slot(endpoint="ep"):
+            pass
+
+    def abandoned_loop() -> None:
+        loop = asyncio.new_event_loop()
+        abandoned.append(loop.create_task(wait_for_slot()))
+        loop.run_until_complete(asyncio.sleep(0.05))
+        loop.close()  # the task is neither finished nor cancelled
+
+    first, second = controller.slot(endpoint="ep"), controller.slot(endpoint="ep")
+    await first.__aenter__()
+    await second.__aenter__()
+    thread = threading.Thread(target=abandoned_loop)
+    thread.start()
+    await anyio.to_thread.run_sync(thread.join)
+    assert controller.statistics().waiting == 1
+    await first.__aexit__(None, None, None)  # the grant to the dead waiter comes back
+    abandoned.clear()
+    gc.collect()  # the abandoned caller's exit path runs now
+    assert controller.statistics().active == 1
+    await second.__aexit__(None, None, None)
+    stats = controller.statistics()
+    assert (stats.active, stats.waiting) == (0, 0)
