@@ -305,3 +305,12 @@ async def test_requests_per_minute_limit_applies_to_model_calls() -> None:
         await model.generate("one more")
         waited = anyio.current_time() - started
     assert waited >= 0.4
+
+
+async def test_generate_with_stream_true_is_refused_before_anything_is_sent() -> None:
+    from asynceval.errors import ConfigError
+
+    async with model_for(SimConfig(latency=0)) as model:
+        with pytest.raises(ConfigError, match="does not stream"):
+            await model.generate("What is 1 + 1?", stream=True)
+        assert model.sim is not None and model.sim.stats()["requests"] == 0

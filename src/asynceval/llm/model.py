@@ -205,6 +205,14 @@ class ChatModel(ABC):
         `params` go into the request body as they are (temperature, max_tokens, tools, ...).
         `response_format` is the OpenAI shape or a pydantic model class.
         """
+        if params.get("stream"):
+            # A streamed body is not a completion: each attempt would fail as malformed and
+            # be retried, three requests for nothing. Refused before anything is sent.
+            raise ConfigError(
+                f"{type(self).__name__}.generate returns the whole completion and does not "
+                "stream: drop stream=True (to stream, use an SDK on asynceval's funnel: "
+                "asynceval.interop.openai_client())"
+            )
         if isinstance(response_format, type):
             response_format = response_format_for(response_format)
         body = self._body(as_messages(messages), response_format, params)
