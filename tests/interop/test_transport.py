@@ -207,3 +207,32 @@ async def test_openai_client_talks_to_the_embedded_simulator_with_no_server() ->
         assert base_url() == "http://asynceval-sim/v1" and client.max_retries == 0
         assert answer.choices[0].message.content == "42"
         assert runtime.sim.stats()["requests"] == 1
+
+
+async def test_the_limit_holds_even_when_the_sdk_retries_on_top(event_log: EventLog) -> None:
+    """An SDK left with its own retries (max_retries=2) over the funnel's: attempts multiply,
+    the limit does not."""
+    sim = SimProvider(SimConfig(latency=0.02, fault_rates={503: 0.5}, retry_after=0.01))
+    async with Runtime(Settings(**FAST, retry_max_attempts=2)):
+        client = openai.AsyncOpenAI(
+            base_url="http://sim/v1",
+            api_key="k",
+            max_retries=2,
+            http_client=http_client(agent="retrying", transport=httpx.ASGITransport(app=sim)),
+        )
+        failures: list[BaseException] = []
+
+        async def one(index: int) -> None:
+            try:
+                await client.chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": f"What is {index} + 1?"}]
+                )
+            except openai.APIStatusError as exc:
+                failures.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            for index in range(20):
+                tg.start_soon(one, index)
+    stats = sim.stats()
+    assert stats["max_in_flight"] <= 5 and event_log.max_in_flight() <= 5
+    assert stats["requests"] == len(event_log.named("acquired")) > 20  # retried, all counted
