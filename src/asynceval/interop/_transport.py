@@ -19,21 +19,17 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-import aiohttp
+import anyio
 import httpx
 
 from ..config import Settings
 from ..errors import (
     AttemptTimeout,
     LLMCallFailed,
-    MalformedResponse,
-    ProviderConnectionError,
-    ProviderError,
-    RateLimited,
 )
 from ..limits import ConcurrencyController, RateLimiter, RetryPolicy
-from ..llm._http import parse_retry_after
-from ..llm.gateway import Gateway, Lease
+from ..llm._http import check_response, estimated_tokens, provider_error, request_errors
+from ..llm.gateway import UNSET, Gateway, Lease
 from ..llm.model import SIM_BASE_URL
 from ..llm.types import Usage
 from ..runtime import EndpointKey, Runtime, create_client, from_thread
@@ -41,7 +37,6 @@ from ._stream import LeasedStream, SyncStream, plain_headers
 from ._usage import usage_from_json
 
 _SIM_ORIGIN = SIM_BASE_URL.removesuffix("/v1")
-_UNSET: Any = object()
 
 
 class _Last:
@@ -70,7 +65,7 @@ class FunnelTransport(httpx.AsyncBaseTransport):
         agent: str | None = None,
         runtime: Runtime | None = None,
         controller: ConcurrencyController | None = None,
-        rate_limiter: RateLimiter | None = _UNSET,
+        rate_limiter: RateLimiter | None = UNSET,
         settings: Settings | None = None,
     ) -> None:
         self._transport = transport
@@ -78,18 +73,17 @@ class FunnelTransport(httpx.AsyncBaseTransport):
         self.runtime = runtime
         self._controller = controller
         self._rate_limiter = rate_limiter
-        self._settings = settings
+        self._policy = RetryPolicy.from_settings(settings) if settings is not None else None
+        self._call_timeout = settings.llm_call_timeout if settings is not None else None
 
     def _gateway(self, runtime: Runtime, endpoint: str) -> Gateway:
-        settings = self._settings or runtime.settings
-        return Gateway(
-            controller=self._controller or runtime.limiter,
-            retry_policy=RetryPolicy.from_settings(settings)
-            if self._settings is not None
-            else runtime.retry_policy,
-            call_timeout=settings.llm_call_timeout,
-            rate_limiter=runtime.rate if self._rate_limiter is _UNSET else self._rate_limiter,
+        return Gateway.for_runtime(
+            runtime,
             endpoint=endpoint,
+            controller=self._controller,
+            rate_limiter=self._rate_limiter,
+            retry_policy=self._policy,
+            call_timeout=self._call_timeout,
         )
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -97,10 +91,10 @@ class FunnelTransport(httpx.AsyncBaseTransport):
         await request.aread()  # the body, kept for every attempt
         origin = f"{request.url.scheme}://{request.url.netloc.decode('ascii')}"
         key = self._key(runtime, origin)
-        entry = await runtime.pools.enter(key, lambda: self._open(runtime, origin))
         gateway = self._gateway(runtime, origin)
         last = _Last()
         timeout = gateway.call_timeout
+        entry = await runtime.pools.enter(key, lambda: self._open(runtime, origin))
 
         async def attempt(lease: Lease) -> httpx.Response:
             return await _send(entry.client, request, lease, last, timeout, entry.leave)
@@ -109,7 +103,7 @@ class FunnelTransport(httpx.AsyncBaseTransport):
             response = await gateway.call(
                 attempt,
                 agent=self.agent,
-                estimated_tokens=_estimate(request.content),
+                estimated_tokens=estimated_tokens(request.content, _json_or_none(request.content)),
                 usage_of=_body_usage,
             )
         except LLMCallFailed as exc:
@@ -157,18 +151,14 @@ async def _send(
 ) -> httpx.Response:
     """One attempt: the request, its status mapped to the funnel's errors, the body read
     within the slot (or a stream handed over with the lease)."""
-    try:
+    with request_errors():
         response = await client.send(request, stream=True)
-    except httpx.DecodingError as exc:
-        raise MalformedResponse(f"undecodable body: {exc}") from exc
-    except (httpx.RequestError, aiohttp.ClientError) as exc:
-        raise ProviderConnectionError(f"{type(exc).__name__}: {exc}") from exc
     try:
         if response.status_code < 400 and "text/event-stream" in response.headers.get(
             "content-type", ""
         ):
-            lease.keep()
             stream = LeasedStream(response, lease, chunk_timeout, leave)
+            lease.keep()  # the stream releases it from now on
             return httpx.Response(
                 response.status_code,
                 headers=plain_headers(response.headers),
@@ -176,10 +166,12 @@ async def _send(
                 request=request,
                 extensions=response.extensions,
             )
-        content = await response.aread()
+        with request_errors():
+            content = await response.aread()
     finally:
         if not lease.kept:
-            await response.aclose()
+            with anyio.CancelScope(shield=True):  # a cancelled read still gives back the socket
+                await response.aclose()
     answer = httpx.Response(
         response.status_code,
         headers=plain_headers(response.headers),
@@ -189,43 +181,10 @@ async def _send(
     )
     if response.status_code >= 400:
         last.response = answer
-        raise _error(answer)
-    if "json" in response.headers.get("content-type", "") and not _is_json(content):
-        raise MalformedResponse(
-            f"HTTP {response.status_code} with a body that is not JSON",
-            body=content[:2000].decode(),
-        )
+        raise provider_error(answer)
+    if "json" in response.headers.get("content-type", ""):
+        check_response(answer)  # a 2xx whose JSON is broken is malformed: retried
     return answer
-
-
-def _error(response: httpx.Response) -> ProviderError:
-    status = response.status_code
-    cls = RateLimited if status == 429 else ProviderError
-    return cls(
-        _message(response),
-        status_code=status,
-        retry_after=parse_retry_after(response.headers),
-        body=response.text[:2000],
-    )
-
-
-def _message(response: httpx.Response) -> str:
-    try:
-        body = json.loads(response.content)
-        error = body.get("error", body) if isinstance(body, dict) else body
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return str(error["message"])
-    except ValueError:
-        pass
-    return response.text[:500] or response.reason_phrase
-
-
-def _is_json(content: bytes) -> bool:
-    try:
-        json.loads(content)
-    except ValueError:
-        return False
-    return True
 
 
 def _body_usage(response: httpx.Response) -> Usage | None:
@@ -233,19 +192,11 @@ def _body_usage(response: httpx.Response) -> Usage | None:
     return usage_from_json(response.content)
 
 
-def _estimate(content: bytes) -> int:
-    """Tokens to charge the rate windows before the answer says: prompt size + the cap asked."""
+def _json_or_none(content: bytes) -> Any:
     try:
-        body = json.loads(content)
+        return json.loads(content)
     except ValueError:
-        return len(content) // 4
-    cap = 0
-    if isinstance(body, dict):
-        for name in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
-            if isinstance(body.get(name), int):
-                cap = body[name]
-                break
-    return len(content) // 4 + cap
+        return None
 
 
 class SyncFunnelTransport(httpx.BaseTransport):

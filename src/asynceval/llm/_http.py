@@ -6,12 +6,14 @@ import email.utils
 import json
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
+import aiohttp
 import httpx
 
-from ..errors import MalformedResponse, ProviderError, RateLimited
+from ..errors import MalformedResponse, ProviderConnectionError, ProviderError, RateLimited
 
 
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:
@@ -61,18 +63,23 @@ def _error_message(response: httpx.Response) -> str:
     return text[:500]
 
 
+def provider_error(response: httpx.Response) -> ProviderError:
+    """The `ProviderError` (`RateLimited` for a 429) an error response stands for."""
+    status = response.status_code
+    cls = RateLimited if status == 429 else ProviderError
+    return cls(
+        _error_message(response),
+        status_code=status,
+        retry_after=parse_retry_after(response.headers),
+        body=response.text[:2000],
+    )
+
+
 def check_response(response: httpx.Response) -> dict[str, Any]:
     """The JSON body of a successful response, or the matching `ProviderError` raised."""
     status = response.status_code
     if status >= 400:
-        retry_after = parse_retry_after(response.headers)
-        cls = RateLimited if status == 429 else ProviderError
-        raise cls(
-            _error_message(response),
-            status_code=status,
-            retry_after=retry_after,
-            body=response.text[:2000],
-        )
+        raise provider_error(response)
     try:
         body = json.loads(response.content)
     except ValueError as exc:
@@ -97,3 +104,28 @@ def parse_or_malformed(body: dict[str, Any], parse: Callable[[dict[str, Any]], A
             f"completion body lacks an expected field ({type(exc).__name__}: {exc})",
             body=json.dumps(body)[:2000],
         ) from None
+
+
+@contextmanager
+def request_errors() -> Iterator[None]:
+    """Around sending a request: what httpx or aiohttp raise, as the funnel's errors (retried)."""
+    try:
+        yield
+    except httpx.DecodingError as exc:
+        raise MalformedResponse(f"undecodable body: {exc}") from exc
+    except (httpx.RequestError, aiohttp.ClientError) as exc:
+        # aiohttp errors the httpx-aiohttp transport does not translate (a garbled status line
+        # or header) are connection-level failures too.
+        raise ProviderConnectionError(f"{type(exc).__name__}: {exc}") from exc
+
+
+_TOKEN_CAPS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+
+
+def estimated_tokens(content: bytes, body: Any) -> int:
+    """What to charge the token window before the answer says: the request's size in tokens
+    (about four bytes each) plus the output cap it asks for (chat, Responses or Anthropic)."""
+    cap = 0
+    if isinstance(body, Mapping):
+        cap = next((body[k] for k in _TOKEN_CAPS if isinstance(body.get(k), int)), 0)
+    return len(content) // 4 + cap

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 from tenacity import RetryCallState
@@ -25,7 +25,12 @@ from ..limits.rate import Reservation
 from .types import Completion, Usage
 from .usage import UsageCounter, current_usage
 
+if TYPE_CHECKING:
+    from ..runtime import Runtime
+
 T = TypeVar("T")
+UNSET: Any = object()
+"""`rate_limiter=UNSET`: the runtime's rate windows (None is a choice: no rate limit)."""
 
 
 class Lease:
@@ -110,20 +115,19 @@ class _Call:
     def on_retry(self, state: RetryCallState) -> None:
         """tenacity's before_sleep: count the retry and write its event."""
         error = state.outcome.exception() if state.outcome is not None else None
-        if self.usage is not None:
-            self.usage.retries += 1
-        events.retry(
-            agent=self.agent,
-            dimension=self.dimension,
-            call_id=self.call_id,
-            attempt=self.attempts,
-            status_code=getattr(error, "status_code", None),
-            delay_s=state.upcoming_sleep,
-            error=str(error),
-        )
+        self._retried(getattr(error, "status_code", None), state.upcoming_sleep, str(error))
 
     def on_turned_away(self, error: RateLimited, delay: float) -> None:
         """An overload 429: count the retry and write its event; the call goes again."""
+        self._retried(
+            error.status_code,
+            delay,
+            f"{error} (the provider is serving our other calls: this call goes again at the "
+            "front of the line, not counted as an attempt)",
+        )
+        self.attempts += 1
+
+    def _retried(self, status_code: int | None, delay: float, error: str) -> None:
         if self.usage is not None:
             self.usage.retries += 1
         events.retry(
@@ -131,12 +135,10 @@ class _Call:
             dimension=self.dimension,
             call_id=self.call_id,
             attempt=self.attempts,
-            status_code=error.status_code,
+            status_code=status_code,
             delay_s=delay,
-            error=f"{error} (the provider is serving our other calls: this call goes again "
-            "at the front of the line, not counted as an attempt)",
+            error=error,
         )
-        self.attempts += 1
 
 
 def _completion_usage(result: object) -> Usage | None:
@@ -168,6 +170,27 @@ class Gateway:
         self.call_timeout = call_timeout
         self.rate_limiter = rate_limiter
         self.endpoint = endpoint
+
+    @classmethod
+    def for_runtime(
+        cls,
+        runtime: Runtime,
+        *,
+        endpoint: str,
+        controller: ConcurrencyController | None = None,
+        rate_limiter: RateLimiter | None = UNSET,
+        retry_policy: RetryPolicy | None = None,
+        call_timeout: float | None = None,
+    ) -> Gateway:
+        """A gateway on `runtime`'s shared limiter, windows, policy and timeout, each replaced
+        by the one given (a model's or a transport's own)."""
+        return cls(
+            controller=controller or runtime.limiter,
+            retry_policy=retry_policy or runtime.retry_policy,
+            call_timeout=call_timeout or runtime.settings.llm_call_timeout,
+            rate_limiter=runtime.rate if rate_limiter is UNSET else rate_limiter,
+            endpoint=endpoint,
+        )
 
     async def call(
         self,

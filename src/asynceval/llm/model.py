@@ -16,17 +16,16 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-import aiohttp
 import httpx
 from pydantic import BaseModel, SecretStr
 
 from .. import events
 from ..config import HttpTransport, Settings
-from ..errors import ConfigError, MalformedResponse, ProviderConnectionError
+from ..errors import ConfigError
 from ..limits import ConcurrencyController, RateLimiter, RetryPolicy
 from ..runtime import EndpointKey, Runtime, create_client, from_thread
-from ._http import check_response, parse_or_malformed
-from .gateway import Gateway, Lease
+from ._http import check_response, estimated_tokens, parse_or_malformed, request_errors
+from .gateway import UNSET, Gateway, Lease
 from .types import Completion, Messages, as_messages
 
 if TYPE_CHECKING:
@@ -35,7 +34,6 @@ if TYPE_CHECKING:
 SIM_BASE_URL = "http://asynceval-sim/v1"
 SIM_MODEL = "asynceval-sim"
 ResponseFormat = Mapping[str, Any] | type[BaseModel]
-_UNSET: Any = object()
 
 
 def _checked_base_url(base_url: str) -> str:
@@ -82,7 +80,7 @@ class ChatModel(ABC):
         api_key: str | SecretStr | None = None,
         runtime: Runtime | None = None,
         controller: ConcurrencyController | None = None,
-        rate_limiter: RateLimiter | None = _UNSET,
+        rate_limiter: RateLimiter | None = UNSET,
         settings: Settings | None = None,
         transport: HttpTransport | httpx.AsyncBaseTransport | None = None,
         sim_config: SimConfig | None = None,
@@ -182,13 +180,13 @@ class ChatModel(ABC):
         )
 
     def _gateway(self, runtime: Runtime) -> Gateway:
-        rate = self._rate_limiter
-        return Gateway(
-            controller=self._controller or runtime.limiter,
-            retry_policy=self._policy or runtime.retry_policy,
-            call_timeout=self._call_timeout or runtime.settings.llm_call_timeout,
-            rate_limiter=runtime.rate if rate is _UNSET else rate,
+        return Gateway.for_runtime(
+            runtime,
             endpoint=self.base_url,
+            controller=self._controller,
+            rate_limiter=self._rate_limiter,
+            retry_policy=self._policy,
+            call_timeout=self._call_timeout,
         )
 
     async def generate(
@@ -217,8 +215,7 @@ class ChatModel(ABC):
             response_format = response_format_for(response_format)
         body = self._body(as_messages(messages), response_format, params)
         content = json.dumps(body).encode()
-        max_tokens = params.get("max_tokens") or params.get("max_completion_tokens") or 0
-        estimated = len(content) // 4 + int(max_tokens)
+        estimated = estimated_tokens(content, body)
         runtime = self.runtime or Runtime.current()
         pool = await runtime.pools.enter(self._key(runtime), lambda: self._open(runtime))
         try:
@@ -273,11 +270,5 @@ class ChatModel(ABC):
 
 
 async def _post(client: httpx.AsyncClient, url: httpx.URL, content: bytes) -> httpx.Response:
-    try:
+    with request_errors():
         return await client.post(url, content=content)
-    except httpx.DecodingError as exc:
-        raise MalformedResponse(f"undecodable body: {exc}") from exc
-    except (httpx.RequestError, aiohttp.ClientError) as exc:
-        # aiohttp errors the httpx-aiohttp transport does not translate (a garbled status line
-        # or header) are connection-level failures too.
-        raise ProviderConnectionError(f"{type(exc).__name__}: {exc}") from exc
