@@ -48,28 +48,15 @@ def parse(req: Mapping[str, Any]) -> Parsed:
             function = call.get("function") or {}
             chars += len(str(function.get("name", ""))) + len(str(function.get("arguments", "")))
             calls += 1
-    question, results = question_of(messages)
-    tools_offered = req.get("tools") or []
-    tools, force = _tools(tools_offered, req.get("tool_choice"))
-    schema, json_object = _response_format(req.get("response_format"))
-    if tools_offered:
-        chars += len(json.dumps(tools_offered))
-    if schema is not None:
-        chars += len(json.dumps(schema))
-    turn = Turn(
-        question=question,
-        tool_results=results,
-        tools=tools,
-        force_tools=force,
-        parallel_tools=req.get("parallel_tool_calls") is not False,
-        schema=schema,
-        json_object=json_object,
-        call_offset=calls,
+    offered = req.get("tools") or []
+    tools = _tools(offered, req.get("tool_choice"))
+    turn, extra = turn_of(
+        req, messages, offered, tools, _response_format(req.get("response_format")), calls
     )
     return Parsed(
         model=str(req.get("model", "sim")),
         turn=turn,
-        prompt_chars=chars,
+        prompt_chars=chars + extra,
         choices=choices,
         stream=streamed,
         include_usage=bool(include_usage),
@@ -124,6 +111,34 @@ def _choice(index: int, answer: Answer) -> dict[str, Any]:
 OBSERVATION = "Observation:"
 """How agents that do not send `tool` messages (smolagents) hand tool results back: a user
 message starting with this counts as a tool result, not as the question."""
+
+
+def turn_of(
+    req: Mapping[str, Any],
+    messages: Sequence[Mapping[str, Any]],
+    offered: Any,
+    tools: tuple[tuple[ToolSpec, ...], bool],
+    schema: tuple[Any, bool],
+    calls: int,
+) -> tuple[Turn, int]:
+    """What the answer generator reads of a chat or Responses request (`tools` and `schema` as
+    each API states them: (specs, forced), (schema, json_object)), and the characters of prompt
+    the offered tools and the schema add."""
+    question, results = question_of(messages)
+    extra = len(json.dumps(offered)) if offered else 0
+    if schema[0] is not None:
+        extra += len(json.dumps(schema[0]))
+    turn = Turn(
+        question=question,
+        tool_results=results,
+        tools=tools[0],
+        force_tools=tools[1],
+        parallel_tools=req.get("parallel_tool_calls") is not False,
+        schema=schema[0],
+        json_object=schema[1],
+        call_offset=calls,
+    )
+    return turn, extra
 
 
 def question_of(messages: Sequence[Mapping[str, Any]]) -> tuple[str, tuple[str, ...]]:

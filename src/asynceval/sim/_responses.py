@@ -16,9 +16,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from asynceval.sim._answers import Answer, ToolSpec, Turn, text_of
+from asynceval.sim._answers import Answer, ToolSpec, text_of
 from asynceval.sim._dialect import BadRequest, Dialect, Parsed, Usage
-from asynceval.sim._openai import error, question_of
+from asynceval.sim._openai import error, turn_of
 from asynceval.sim._params import check_responses, unsupported
 from asynceval.sim._responses_stream import events
 
@@ -47,28 +47,13 @@ def parse(req: Mapping[str, Any]) -> Parsed:
     check_responses(req)
     messages, chars, calls = _conversation(_items(req.get("input")))
     chars += len(text_of(req.get("instructions")))
-    question, results = question_of(messages)
     offered = req.get("tools") or []
-    tools, force = _tools(offered, req.get("tool_choice"))
-    schema, json_object = _text_format(req.get("text"))
-    if offered:
-        chars += len(json.dumps(offered))
-    if schema is not None:
-        chars += len(json.dumps(schema))
-    turn = Turn(
-        question=question,
-        tool_results=results,
-        tools=tools,
-        force_tools=force,
-        parallel_tools=req.get("parallel_tool_calls") is not False,
-        schema=schema,
-        json_object=json_object,
-        call_offset=calls,
-    )
+    tools = _tools(offered, req.get("tool_choice"))
+    turn, extra = turn_of(req, messages, offered, tools, _text_format(req.get("text")), calls)
     return Parsed(
         model=str(req.get("model", "sim")),
         turn=turn,
-        prompt_chars=chars,
+        prompt_chars=chars + extra,
         stream=req.get("stream") is True,
         echo={key: req[key] for key in _ECHOED if req.get(key) is not None},
     )
