@@ -20,26 +20,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from _sums import AGENT, SYSTEM, SumBenchmark
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 
 import asynceval
-from asynceval import Benchmark, Runtime, Task
+from asynceval import Runtime, Task
 from asynceval.interop import base_url
-
-AGENT = "solver"
-N_TASKS = 20
-SYSTEM = "Answer with the number only."
-
-
-def sum_task(index: int) -> Task:
-    """'What is i + i?', expecting the sum as the model writes it."""
-    return Task(
-        query=f"What is {index} + {index}?",
-        id=f"sum-{index:02d}",
-        evaluation_data={"expected": str(2 * index)},
-    )
 
 
 def chat_model() -> ChatOpenAI:
@@ -56,15 +44,12 @@ def chat_model() -> ChatOpenAI:
     )
 
 
-class LangChainSums(Benchmark):
+class LangChainSums(SumBenchmark):
     """20 questions; one `ChatOpenAI.ainvoke` each."""
 
     def __init__(self) -> None:
         super().__init__()
         self.llm: ChatOpenAI | None = None
-
-    def default_tasks(self) -> list[Task]:
-        return [sum_task(index) for index in range(1, N_TASKS + 1)]
 
     async def setup_agents(
         self, agent_data: Mapping[str, Any], environment: Any, task: Task, user: Any
@@ -78,14 +63,6 @@ class LangChainSums(Benchmark):
             return message.text.strip()
 
         return [solver], {AGENT: solver}
-
-    async def setup_evaluators(
-        self, environment: Any, task: Task, agents_by_name: Mapping[str, Any], user: Any
-    ) -> list[Any]:
-        async def exact_match(task: Task, answer: str, traces: Any) -> dict[str, Any]:
-            return {"passed": answer == task.evaluation_data["expected"], "answer": answer}
-
-        return [exact_match]
 
 
 benchmark = LangChainSums

@@ -21,39 +21,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from _sums import AGENT, SYSTEM, SumBenchmark, model_name
 from agents import Agent, Runner, set_default_openai_client, set_tracing_disabled
 
-from asynceval import Benchmark, Runtime, Task
+from asynceval import Task
 from asynceval.interop import openai_client
 
-AGENT = "solver"
-N_TASKS = 20
-SYSTEM = "Answer with the number only."
 
-
-def sum_task(index: int) -> Task:
-    """'What is i + i?', expecting the sum as the model writes it."""
-    return Task(
-        query=f"What is {index} + {index}?",
-        id=f"sum-{index:02d}",
-        evaluation_data={"expected": str(2 * index)},
-    )
-
-
-def model_name() -> str:
-    """LLM_MODEL, else the embedded simulated provider's model."""
-    return Runtime.current().settings.llm_model or "asynceval-sim"
-
-
-class OpenAIAgentsResponses(Benchmark):
+class OpenAIAgentsResponses(SumBenchmark):
     """20 questions; one `Runner.run` each, on openai-agents' default (Responses) model."""
 
     def __init__(self) -> None:
         super().__init__()
         self.agent: Agent[Any] | None = None
-
-    def default_tasks(self) -> list[Task]:
-        return [sum_task(index) for index in range(1, N_TASKS + 1)]
 
     async def setup_agents(
         self, agent_data: Mapping[str, Any], environment: Any, task: Task, user: Any
@@ -69,14 +49,6 @@ class OpenAIAgentsResponses(Benchmark):
             return str(result.final_output).strip()
 
         return [solver], {AGENT: solver}
-
-    async def setup_evaluators(
-        self, environment: Any, task: Task, agents_by_name: Mapping[str, Any], user: Any
-    ) -> list[Any]:
-        async def exact_match(task: Task, answer: str, traces: Any) -> dict[str, Any]:
-            return {"passed": answer == task.evaluation_data["expected"], "answer": answer}
-
-        return [exact_match]
 
 
 benchmark = OpenAIAgentsResponses

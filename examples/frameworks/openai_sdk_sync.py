@@ -21,28 +21,11 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from _sums import AGENT, SYSTEM, SumBenchmark, model_name
 from openai import OpenAI
 
-from asynceval import Benchmark, Runtime, SyncAgent, Task
+from asynceval import SyncAgent, Task
 from asynceval.interop import openai_client
-
-AGENT = "solver"
-N_TASKS = 20
-SYSTEM = "Answer with the number only."
-
-
-def sum_task(index: int) -> Task:
-    """'What is i + i?', expecting the sum as the model writes it."""
-    return Task(
-        query=f"What is {index} + {index}?",
-        id=f"sum-{index:02d}",
-        evaluation_data={"expected": str(2 * index)},
-    )
-
-
-def model_name() -> str:
-    """LLM_MODEL, else the embedded simulated provider's model."""
-    return Runtime.current().settings.llm_model or "asynceval-sim"
 
 
 class BlockingSolver:
@@ -65,15 +48,12 @@ class BlockingSolver:
         return {"threads": list(self.threads)}
 
 
-class OpenAISDKSync(Benchmark):
+class OpenAISDKSync(SumBenchmark):
     """20 questions; one blocking chat completion each, from a worker thread."""
 
     def __init__(self) -> None:
         super().__init__()
         self.client: OpenAI | None = None
-
-    def default_tasks(self) -> list[Task]:
-        return [sum_task(index) for index in range(1, N_TASKS + 1)]
 
     async def setup_agents(
         self, agent_data: Mapping[str, Any], environment: Any, task: Task, user: Any
@@ -82,14 +62,6 @@ class OpenAISDKSync(Benchmark):
             self.client = openai_client(sync=True, agent=AGENT)
         solver = SyncAgent(BlockingSolver(self.client, model_name()), name=AGENT)
         return [solver], {AGENT: solver}
-
-    async def setup_evaluators(
-        self, environment: Any, task: Task, agents_by_name: Mapping[str, Any], user: Any
-    ) -> list[Any]:
-        async def exact_match(task: Task, answer: str, traces: Any) -> dict[str, Any]:
-            return {"passed": answer == task.evaluation_data["expected"], "answer": answer}
-
-        return [exact_match]
 
 
 benchmark = OpenAISDKSync

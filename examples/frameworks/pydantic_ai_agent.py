@@ -20,41 +20,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from _sums import AGENT, SYSTEM, SumBenchmark, model_name
 from pydantic_ai import Agent
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from asynceval import Benchmark, Runtime, Task
+from asynceval import Task
 from asynceval.interop import openai_client
 
-AGENT = "solver"
-N_TASKS = 20
-SYSTEM = "Answer with the number only."
 
-
-def sum_task(index: int) -> Task:
-    """'What is i + i?', expecting the sum as the model writes it."""
-    return Task(
-        query=f"What is {index} + {index}?",
-        id=f"sum-{index:02d}",
-        evaluation_data={"expected": str(2 * index)},
-    )
-
-
-def model_name() -> str:
-    """LLM_MODEL, else the embedded simulated provider's model."""
-    return Runtime.current().settings.llm_model or "asynceval-sim"
-
-
-class PydanticAISums(Benchmark):
+class PydanticAISums(SumBenchmark):
     """20 questions; one `agent.run` each."""
 
     def __init__(self) -> None:
         super().__init__()
         self.agent: Agent[None, str] | None = None
-
-    def default_tasks(self) -> list[Task]:
-        return [sum_task(index) for index in range(1, N_TASKS + 1)]
 
     async def setup_agents(
         self, agent_data: Mapping[str, Any], environment: Any, task: Task, user: Any
@@ -70,14 +50,6 @@ class PydanticAISums(Benchmark):
             return result.output.strip()
 
         return [solver], {AGENT: solver}
-
-    async def setup_evaluators(
-        self, environment: Any, task: Task, agents_by_name: Mapping[str, Any], user: Any
-    ) -> list[Any]:
-        async def exact_match(task: Task, answer: str, traces: Any) -> dict[str, Any]:
-            return {"passed": answer == task.evaluation_data["expected"], "answer": answer}
-
-        return [exact_match]
 
 
 benchmark = PydanticAISums

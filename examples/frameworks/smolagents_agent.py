@@ -24,25 +24,15 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from _sums import AGENT, SumBenchmark
 from smolagents import OpenAIServerModel, ToolCallingAgent
 from smolagents.monitoring import LogLevel
 
 import asynceval
-from asynceval import Benchmark, Runtime, SyncAgent, Task
+from asynceval import Runtime, SyncAgent, Task
 from asynceval.interop import base_url
 
-AGENT = "solver"
-N_TASKS = 20
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-
-
-def sum_task(index: int) -> Task:
-    """'What is i + i?', expecting the sum as the model writes it."""
-    return Task(
-        query=f"What is {index} + {index}?",
-        id=f"sum-{index:02d}",
-        evaluation_data={"expected": str(2 * index)},
-    )
 
 
 def server_model() -> OpenAIServerModel:
@@ -57,15 +47,12 @@ def server_model() -> OpenAIServerModel:
     )
 
 
-class SmolagentsSums(Benchmark):
+class SmolagentsSums(SumBenchmark):
     """20 questions; a fresh ToolCallingAgent per repetition (agents keep memory)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.model: OpenAIServerModel | None = None
-
-    def default_tasks(self) -> list[Task]:
-        return [sum_task(index) for index in range(1, N_TASKS + 1)]
 
     async def setup_agents(
         self, agent_data: Mapping[str, Any], environment: Any, task: Task, user: Any
@@ -78,15 +65,9 @@ class SmolagentsSums(Benchmark):
         solver = SyncAgent(agent, name=AGENT)  # its sync run() goes to a worker thread
         return [solver], {AGENT: solver}
 
-    async def setup_evaluators(
-        self, environment: Any, task: Task, agents_by_name: Mapping[str, Any], user: Any
-    ) -> list[Any]:
-        async def carries_the_sum(task: Task, answer: Any, traces: Any) -> dict[str, Any]:
-            text = str(answer)
-            numbers = NUMBER.findall(text)
-            return {"passed": task.evaluation_data["expected"] in numbers, "answer": text}
-
-        return [carries_the_sum]
+    def judge(self, task: Task, answer: Any) -> bool:
+        """smolagents' final_answer wraps the reply: the sum must be among its numbers."""
+        return task.evaluation_data["expected"] in NUMBER.findall(str(answer))
 
 
 benchmark = SmolagentsSums
