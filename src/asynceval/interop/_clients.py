@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from ..llm.model import SIM_BASE_URL, SIM_MODEL
+from ..llm.model import SIM_BASE_URL
 from ..runtime import Runtime
 from ._transport import FunnelTransport, SyncFunnelTransport
 
@@ -43,14 +43,6 @@ def base_url(runtime: Runtime | None = None) -> str:
     (`http://asynceval-sim/v1`, answered in-process by the funnel transports)."""
     settings = (runtime or Runtime.current()).settings
     return settings.llm_base_url.rstrip("/") if settings.llm_base_url else SIM_BASE_URL
-
-
-def model_name(runtime: Runtime | None = None) -> str:
-    """LLM_MODEL, else the simulated provider's model when no base URL is set."""
-    settings = (runtime or Runtime.current()).settings
-    if settings.llm_model:
-        return settings.llm_model
-    return SIM_MODEL if not settings.llm_base_url else ""
 
 
 def openai_client(*, sync: bool = False, agent: str | None = None, **kwargs: Any) -> Any:

@@ -5,6 +5,9 @@ A sync HTTP client (`asynceval.sync_http_client`, an OpenAI SDK `OpenAI` on it) 
 event loop that a daemon thread keeps for the process, started on first use, so they go through
 the same funnel (the same limit, across every thread) as everything else. At interpreter exit
 the loop closes the connections it opened, then stops.
+
+Not `anyio.from_thread.start_blocking_portal()`: its loop runs in a ThreadPoolExecutor thread,
+which is not a daemon, so a process that never closed the portal would wait for it at exit.
 """
 
 from __future__ import annotations
@@ -35,7 +38,9 @@ def _start() -> BlockingPortal:
 
     thread = threading.Thread(target=anyio.run, args=(main,), name="asynceval-loop", daemon=True)
     thread.start()
-    ready.wait()
+    while not ready.wait(0.1):
+        if not thread.is_alive():  # its loop never started: say so rather than wait forever
+            raise RuntimeError("asynceval's background event loop could not start")
     atexit.register(_stop, holder[0], thread)
     return holder[0]
 
