@@ -59,6 +59,7 @@ RELEASED = "released"
 CANCELLED = "cancelled"
 LIMIT_CHANGED = "limit_changed"
 NO_LLM_CALLS = "no_llm_calls"
+STREAM_ABANDONED = "stream_abandoned"
 TOOL_WAVE = "tool_wave"
 RETRY = "retry"
 TIMEOUT = "timeout"
@@ -321,6 +322,13 @@ NO_LLM_CALLS_ADVICE = (
 def no_llm_calls(*, successes: int) -> None:
     """The run's successful repetitions recorded no LLM call: likely calls outside the funnel."""
     _write("warning", NO_LLM_CALLS, {"successes": successes, "advice": NO_LLM_CALLS_ADVICE})
+
+
+def stream_abandoned(*, agent: str | None, dimension: str | None, call_id: str) -> None:
+    """A streamed answer was neither read to its end nor closed when its repetition ended: its
+    slot is released now (its `released` follows). Close streams you stop reading early."""
+    fields = {"agent": agent, "dimension": dimension, "call_id": call_id}
+    _write("warning", STREAM_ABANDONED, fields)
 
 
 def task_started(*, task_id: str, repeat_idx: int, **fields: Any) -> None:

@@ -98,3 +98,43 @@ async def test_a_run_that_recorded_no_llm_call_says_why_once(
     event_log.stream.truncate(0)
     await SdkBench(False).run([Task(query="What is 1 + 1?", id="c")])
     assert not event_log.named("no_llm_calls")
+
+
+class Hoarder(Benchmark):
+    """Each agent reads one chunk of a streamed answer, keeps the stream (so no garbage
+    collector can free it) and returns without closing it."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.kept: list[Any] = []
+
+    async def setup_agents(self, agent_data: Any, environment: Any, task: Task, user: Any) -> Any:
+        client: openai.AsyncOpenAI = openai_client(agent="hoarder")
+
+        async def agent(query: str) -> str:
+            stream = await client.chat.completions.create(
+                model="asynceval-sim", messages=[{"role": "user", "content": query}], stream=True
+            )
+            self.kept.append(stream)
+            async for _ in stream:
+                break
+            return "42"
+
+        return [agent], {}
+
+
+async def test_a_stream_a_repetition_left_open_is_released_when_it_ends(
+    tmp_path: Path, event_log: EventLog
+) -> None:
+    """At limit 1, three repetitions that each leave a stream open (and referenced) all finish:
+    each repetition's end releases its stream's slot, with a `stream_abandoned` warning."""
+    bench = Hoarder(settings=Settings(max_concurrent_llm_calls=1))
+    tasks = [Task(query=f"What is {i} + 3?", id=f"t{i}") for i in range(3)]
+    with anyio.fail_after(20):
+        reports = await bench.run(tasks, results_path=tmp_path / "results.jsonl")
+    assert [r["status"] for r in reports] == ["success"] * 3
+    abandoned = event_log.named("stream_abandoned")
+    assert len(abandoned) == 3 and {e["agent"] for e in abandoned} == {"hoarder"}
+    assert {e["level"] for e in abandoned} == {"WARNING"}
+    assert len(event_log.named("released")) == 3 and event_log.max_in_flight() == 1
+    assert len(bench.kept) == 3

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -146,6 +149,37 @@ async def test_a_stream_left_half_way_frees_its_slot_at_once(loopback: LoopBack)
     assert sim.stats()["requests"] == 2
 
 
+async def test_a_stream_left_by_break_without_close_does_not_block_the_next_call(
+    loopback: LoopBack,
+) -> None:
+    """`async for ...: break` and nothing else (the stream dropped unclosed): at limit 1 the
+    same task's next call still goes, since a slot wait first collects dropped streams."""
+    url, sim = loopback(SimConfig(latency=0, stream_chunk_delay=0.05))
+    messages: Any = [{"role": "user", "content": "Say something long please."}]
+    gc.disable()  # the automatic collector must not be what frees it
+    try:
+        async with Runtime(Settings(**{**FAST, "max_concurrent_llm_calls": 1})) as runtime:
+            client = sdk(url)
+
+            async def first_chunk() -> None:
+                stream = await client.chat.completions.create(
+                    model="asynceval-sim", messages=messages, stream=True
+                )
+                async for _ in stream:
+                    break
+
+            await first_chunk()
+            with anyio.fail_after(5):
+                answer = await client.chat.completions.create(
+                    model="asynceval-sim", messages=[{"role": "user", "content": "What is 2 + 2?"}]
+                )
+            assert answer.choices[0].message.content == "4"
+            assert runtime.limiter.statistics().active == 0
+    finally:
+        gc.enable()
+    assert sim.stats()["requests"] == 2
+
+
 async def test_a_stream_that_stalls_between_chunks_fails_as_a_timeout(
     event_log: EventLog, loopback: LoopBack
 ) -> None:
@@ -236,3 +270,59 @@ async def test_the_limit_holds_even_when_the_sdk_retries_on_top(event_log: Event
     stats = sim.stats()
     assert stats["max_in_flight"] <= 5 and event_log.max_in_flight() <= 5
     assert stats["requests"] == len(event_log.named("acquired")) > 20  # retried, all counted
+
+
+def test_a_sync_stream_left_by_break_without_close_does_not_block_the_next_call(
+    loopback: LoopBack,
+) -> None:
+    url, sim = loopback(SimConfig(latency=0, stream_chunk_delay=0.05))
+    runtime = Runtime(Settings(**{**FAST, "max_concurrent_llm_calls": 1, "llm_call_timeout": 5}))
+    client = openai.OpenAI(
+        base_url=url, api_key="k", max_retries=0, http_client=sync_http_client(runtime=runtime)
+    )
+
+    def first_chunk() -> None:
+        stream = client.chat.completions.create(
+            model="asynceval-sim",
+            messages=[{"role": "user", "content": "Say something long please."}],
+            stream=True,
+        )
+        for _ in stream:
+            break
+
+    gc.disable()
+    try:
+        first_chunk()
+        answer = client.chat.completions.create(
+            model="asynceval-sim", messages=[{"role": "user", "content": "What is 2 + 2?"}]
+        )
+    finally:
+        gc.enable()
+    assert answer.choices[0].message.content == "4"
+    assert sim.stats()["requests"] == 2 and runtime.limiter.statistics().active == 0
+
+
+def test_a_runtime_dropped_unclosed_closes_its_pools(loopback: LoopBack) -> None:
+    """A sync client on a runtime the program drops without closing: when the collector frees
+    the runtime its connection pools close on their loop, instead of being collected open (one
+    `Unclosed client session` warning per pool)."""
+    url, _ = loopback(SimConfig(latency=0))
+    script = f"""
+import gc, time, openai
+from asynceval import Runtime, Settings, sync_http_client
+def ask():
+    client = openai.OpenAI(base_url={url!r}, api_key="k", max_retries=0,
+                           http_client=sync_http_client(runtime=Runtime(Settings())))
+    msg = [{{"role": "user", "content": "What is 2 + 2?"}}]
+    print(client.chat.completions.create(model="asynceval-sim", messages=msg)
+          .choices[0].message.content)
+ask()
+gc.collect()
+time.sleep(0.3)
+"""
+    done = subprocess.run(
+        [sys.executable, "-W", "always", "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "4"
+    assert "Unclosed" not in done.stderr, done.stderr

@@ -25,6 +25,7 @@ from .. import events
 from ..config import Settings
 from ..errors import TaskTimeoutError
 from ..limits import RetryPolicy
+from ..llm import reclaiming_leases
 from ..llm.usage import UsageCounter, track_usage
 from ..runtime import Bridge, bridge_scope
 from .context import TaskContext, task_context
@@ -156,7 +157,14 @@ class Repetitions:
         )
         state = _AttemptState()
         bridge = self._bridge(unit, timeout_s)
-        with task_context(context), registry.scope(), track_usage(usage), _bridged(bridge):
+        # Leases are reclaimed last, after the bridge has stopped the attempt's threads.
+        with (
+            reclaiming_leases(),
+            task_context(context),
+            registry.scope(),
+            track_usage(usage),
+            _bridged(bridge),
+        ):
             deadline = anyio.fail_after(timeout_s) if timeout_s is not None else _NO_DEADLINE
             scope: anyio.CancelScope | None = None
             try:

@@ -50,12 +50,21 @@ class _Holder:
             self.leave()
 
 
-def _finish_later(holder: _Holder, loop: asyncio.AbstractEventLoop) -> None:
-    """For a stream the garbage collector found unclosed: finish on its own loop, never here.
-    A collection can run while this thread holds the controller's or the limiter's lock (any
-    allocation may trigger it), so releasing in place could deadlock on that lock."""
+def _finish_later(
+    holder: _Holder, loop: asyncio.AbstractEventLoop, then: Callable[[], object] | None = None
+) -> None:
+    """For a stream the garbage collector found unclosed: finish on its own loop, never here
+    (and then run `then` there). A collection can run while this thread holds the controller's
+    or the limiter's lock (any allocation may trigger it), so releasing in place could deadlock
+    on that lock."""
+
+    def finish() -> None:
+        holder.finish(None)
+        if then is not None:
+            then()
+
     try:
-        loop.call_soon_threadsafe(holder.finish, None)
+        loop.call_soon_threadsafe(finish)
     except RuntimeError:  # that loop is closed: a thread of its own takes the locks safely
         threading.Thread(target=holder.finish, args=(None,), daemon=True).start()
 
@@ -75,14 +84,14 @@ class LeasedStream(httpx.AsyncByteStream):
         self._timeout = timeout
         self._usage = StreamUsage()
         self._holder = _Holder(lease, leave)
-        self._finalizer = weakref.finalize(
-            self, _finish_later, self._holder, asyncio.get_running_loop()
-        )
+        self._loop = asyncio.get_running_loop()
+        self._finalizer = weakref.finalize(self, _finish_later, self._holder, self._loop)
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         chunks = self._response.aiter_bytes()
         try:
             while True:
+                self._lease.reading = True
                 try:
                     with anyio.fail_after(self._timeout):
                         chunk = await chunks.__anext__()
@@ -100,6 +109,8 @@ class LeasedStream(httpx.AsyncByteStream):
                         f"no stream chunk within LLM_CALL_TIMEOUT ({self._timeout} s)",
                         request=self._response.request,
                     ) from None
+                finally:
+                    self._lease.reading = False
                 self._usage.feed(chunk)
                 yield chunk
         finally:
@@ -110,6 +121,12 @@ class LeasedStream(httpx.AsyncByteStream):
         self._holder.finish(self._usage)
         with anyio.CancelScope(shield=True):
             await self._response.aclose()
+
+    def close_soon(self) -> None:
+        """Close without blocking or awaiting, for a caller on a loop's thread (a dropped sync
+        stream finalized there): the lease is released and the response closed on its loop."""
+        loop = self._loop
+        _finish_later(self._holder, loop, lambda: loop.create_task(self._response.aclose()))
 
 
 class SyncStream(httpx.SyncByteStream):
@@ -132,4 +149,9 @@ class SyncStream(httpx.SyncByteStream):
             yield chunk
 
     def close(self) -> None:
-        from_thread(self._stream.aclose)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            from_thread(self._stream.aclose)
+        else:  # the garbage collector closing a dropped stream on a loop's thread: never block
+            self._stream.close_soon()

@@ -1,5 +1,6 @@
 """LLM providers on httpx, the gateway that bounds every call, and the sync bridge."""
 
+from ._held import reclaiming_leases
 from .anthropic import AnthropicChatModel
 from .gateway import Gateway
 from .model import ChatModel, response_format_for
@@ -19,6 +20,7 @@ __all__ = [
     "Usage",
     "UsageCounter",
     "current_usage",
+    "reclaiming_leases",
     "response_format_for",
     "track_usage",
 ]

@@ -22,6 +22,7 @@ from .. import events
 from ..errors import AttemptTimeout, LLMCallFailed, ProviderError, RateLimited
 from ..limits import ConcurrencyController, RateLimiter, RetryPolicy, Slot
 from ..limits.rate import Reservation
+from ._held import Held, collect_if_dropped, current_scope
 from .types import Completion, Usage
 from .usage import UsageCounter, current_usage
 
@@ -42,7 +43,17 @@ class Lease:
     also run from a finalizer.
     """
 
-    __slots__ = ("_limiter", "_released", "_reservation", "_slot", "_usage", "kept")
+    __slots__ = (
+        "__weakref__",
+        "_held",
+        "_limiter",
+        "_released",
+        "_reservation",
+        "_slot",
+        "_usage",
+        "kept",
+        "reading",
+    )
 
     def __init__(self, slot: Slot, limiter: RateLimiter | None, usage: UsageCounter | None):
         self._slot = slot
@@ -50,7 +61,9 @@ class Lease:
         self._reservation: Reservation | None = None
         self._usage = usage
         self._released = False
+        self._held: Held | None = None
         self.kept = False
+        self.reading = False  # a kept lease's stream is waiting for its next chunk
 
     @property
     def call_id(self) -> str:
@@ -65,8 +78,11 @@ class Lease:
         return self._slot.dimension
 
     def keep(self) -> None:
-        """The result outlives the attempt and will release this lease itself."""
+        """The result outlives the attempt and will release this lease itself; until then the
+        lease is recorded in the current scope (see `llm._held`)."""
         self.kept = True
+        self._held = current_scope()
+        self._held[self] = None
 
     def release(self, usage: Usage | None = None) -> None:
         """Free the slot; settle the token share to `usage` (None: nothing was used) and count
@@ -74,6 +90,8 @@ class Lease:
         if self._released:
             return
         self._released = True
+        if self._held is not None:
+            self._held.pop(self, None)
         try:
             if self._limiter is not None and self._reservation is not None:
                 self._limiter.settle(self._reservation, usage.total_tokens if usage else 0)
@@ -314,6 +332,9 @@ class Gateway:
             endpoint=endpoint,
             front=requeue > 0,
         )
+        held = current_scope()
+        if held and controller.statistics().active >= controller.limit:
+            await collect_if_dropped(held)  # a stream this scope dropped unclosed must not block it
         await slot.__aenter__()
         lease = Lease(slot, limiter, call.usage)
         try:

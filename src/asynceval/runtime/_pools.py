@@ -108,6 +108,15 @@ async def _close_at_loop_end(pools: _LoopPools) -> AsyncGenerator[None]:
         await pools.close(lambda key, entry: True)
 
 
+_closing: set[asyncio.Task[None]] = set()  # a loop keeps only weak references to its tasks
+
+
+def _close_later(loop: asyncio.AbstractEventLoop, pools: _LoopPools) -> None:
+    task = loop.create_task(pools.close(lambda key, entry: True))
+    _closing.add(task)
+    task.add_done_callback(_closing.discard)
+
+
 class Pools:
     """Every event loop's clients of one runtime."""
 
@@ -151,6 +160,14 @@ class Pools:
             pools.runs -= 1
             if pools.runs == 0:
                 await pools.close(lambda key, entry: entry.opened_in_run and not entry.in_flight)
+
+    def close_soon(self) -> None:
+        """Close every loop's clients on that loop, without waiting: for a runtime the garbage
+        collector frees while its loops still run (else the clients would be collected in the
+        same pass, unclosed, each with its own warning). Safe from any thread."""
+        for loop, pools in list(self._loops.items()):
+            with contextlib.suppress(RuntimeError):  # that loop is closed: nothing runs there
+                loop.call_soon_threadsafe(_close_later, loop, pools)
 
     async def aclose(self, key: EndpointKey | None = None) -> None:
         """Close this loop's idle clients (those for `key` only, if given); later calls reopen."""

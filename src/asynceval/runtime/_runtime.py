@@ -13,6 +13,7 @@ bind it) to use other settings.
 from __future__ import annotations
 
 import threading
+import weakref
 from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -61,6 +62,8 @@ class Runtime:
         )
         self.retry_policy = RetryPolicy.from_settings(self.settings)
         self.pools = Pools()
+        # A runtime dropped unclosed closes its pools on their loops (at exit, the loops do).
+        weakref.finalize(self, self.pools.close_soon).atexit = False
         self.writer: Writer = writer()  # files are process-wide: one writer thread for all
         self._sim: SimProvider | None = None
         self._sim_lock = threading.Lock()
