@@ -326,3 +326,61 @@ time.sleep(0.3)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "4"
     assert "Unclosed" not in done.stderr, done.stderr
+
+
+async def test_a_task_does_not_pay_a_collection_for_another_tasks_open_stream(
+    loopback: LoopBack,
+) -> None:
+    """Only the task that holds an unread stream collects before its slot wait: task B, waiting
+    at limit 1 behind task A's open stream, runs no garbage collection (though both inherit the
+    context of a parent task that streamed too)."""
+    url, _ = loopback(SimConfig(latency=0, stream_chunk_delay=0.05))
+    collections: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.disable()
+    gc.callbacks.append(count)
+    try:
+        async with Runtime(Settings(**{**FAST, "max_concurrent_llm_calls": 1})):
+            client = sdk(url)
+            opened, answered = anyio.Event(), []
+            # a stream in the parent task first: the tasks below inherit its context
+            warm_up = await client.chat.completions.create(
+                model="asynceval-sim",
+                messages=[{"role": "user", "content": "What is 1 + 1?"}],
+                stream=True,
+            )
+            async with warm_up:
+                async for _ in warm_up:
+                    pass
+
+            async def task_a() -> None:
+                stream = await client.chat.completions.create(
+                    model="asynceval-sim",
+                    messages=[{"role": "user", "content": "Say something long please."}],
+                    stream=True,
+                )
+                async with stream:
+                    async for _ in stream:
+                        break
+                    opened.set()
+                    await anyio.sleep(0.2)  # B waits meanwhile, for the slot this holds
+
+            async def task_b() -> None:
+                await opened.wait()
+                answer = await client.chat.completions.create(
+                    model="asynceval-sim", messages=[{"role": "user", "content": "What is 2 + 2?"}]
+                )
+                answered.append(answer.choices[0].message.content)
+
+            with anyio.fail_after(5):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(task_a)
+                    tg.start_soon(task_b)
+    finally:
+        gc.callbacks.remove(count)
+        gc.enable()
+    assert answered == ["4"] and collections == []

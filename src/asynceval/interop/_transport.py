@@ -28,6 +28,7 @@ from ..errors import (
     LLMCallFailed,
 )
 from ..limits import ConcurrencyController, RateLimiter, RetryPolicy
+from ..llm._held import Held, adopted, current_scope
 from ..llm._http import check_response, estimated_tokens, provider_error, request_errors
 from ..llm.gateway import UNSET, Gateway, Lease
 from ..llm.model import SIM_BASE_URL
@@ -85,6 +86,11 @@ class FunnelTransport(httpx.AsyncBaseTransport):
             retry_policy=self._policy,
             call_timeout=self._call_timeout,
         )
+
+    async def handle_for_thread(self, request: httpx.Request, held: Held) -> httpx.Response:
+        """A sync client's request, made on a loop: its streams count as its thread's."""
+        with adopted(held):
+            return await self.handle_async_request(request)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         runtime = self.runtime or Runtime.current()
@@ -213,7 +219,7 @@ class SyncFunnelTransport(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         request.read()
-        response = from_thread(self._async.handle_async_request, request)
+        response = from_thread(self._async.handle_for_thread, request, current_scope())
         if isinstance(response.stream, LeasedStream):
             response.stream = SyncStream(response.stream)
         return response

@@ -5,20 +5,23 @@ Nothing tells a stream that its consumer broke out of `async for`: the OpenAI SD
 itself alive through its own suspended generator, so only the garbage collector's cycle pass
 finds it. Two rules bound how long such a stream holds a slot:
 
-- a caller about to wait for a slot while its scope holds a stream nobody is reading runs the
-  collector once first (a dropped stream's finalizer then frees its slot on its own loop), so a
-  task at limit 1 is never blocked by the stream it abandoned;
+- a caller about to wait for a full controller while its scope (its repetition attempt, else its
+  own task or thread) holds a stream nobody is reading runs the collector once first (a dropped
+  stream's finalizer then frees its slot on its own loop), so a task at limit 1 is never
+  blocked by the stream it abandoned;
 - `reclaiming_leases()` (the engine opens one per repetition attempt) releases, when it ends,
   every lease still held by streams opened inside it, with a `stream_abandoned` event each.
 """
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import anyio
 import anyio.lowlevel
@@ -48,15 +51,54 @@ class HeldLease(Protocol):
 Held = dict[HeldLease, None]
 """One scope's kept leases, in the order they were kept (a dict: O(1) removal, ordered)."""
 
-_UNSCOPED: Held = {}  # streams opened outside any engine attempt (the user's own code)
-_scope: ContextVar[Held | None] = ContextVar("asynceval_held_leases", default=None)
+
+class _Scope(NamedTuple):
+    owner: object  # the task or thread it belongs to; None: all of a repetition attempt's
+    held: Held
+
+
+_scope: ContextVar[_Scope | None] = ContextVar("asynceval_held_leases", default=None)
+
+
+def _owner() -> object:
+    """The asyncio task running this code, else its thread. A context var is inherited by
+    every task and thread started from here, so each scope says whose it is."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no loop runs in this thread
+        task = None
+    return task if task is not None else threading.current_thread()
 
 
 def current_scope() -> Held:
-    """Where a lease kept here is recorded: the innermost `reclaiming_leases()`, else the
-    process-wide set."""
+    """Where a lease kept here is recorded: the innermost `reclaiming_leases()` (shared by the
+    attempt's tasks and threads), else this task's or thread's own, made on first use. Never
+    process-wide: a task must not pay a collection for other tasks' open streams."""
     scope = _scope.get()
-    return _UNSCOPED if scope is None else scope
+    if scope is not None and (scope.owner is None or scope.owner is _owner()):
+        return scope.held
+    held: Held = {}
+    _scope.set(_Scope(_owner(), held))
+    return held
+
+
+def scope_if_any() -> Held | None:
+    """This task's (or thread's, or attempt's) scope if it has one; made by nothing."""
+    scope = _scope.get()
+    if scope is not None and (scope.owner is None or scope.owner is _owner()):
+        return scope.held
+    return None
+
+
+@contextmanager
+def adopted(held: Held) -> Iterator[None]:
+    """Record leases kept here in `held`: a sync client's thread's scope, adopted by the task
+    that makes the request for it on a loop."""
+    token = _scope.set(_Scope(_owner(), held))
+    try:
+        yield
+    finally:
+        _scope.reset(token)
 
 
 async def collect_if_dropped(held: Held) -> bool:
@@ -79,7 +121,7 @@ def reclaiming_leases() -> Iterator[Held]:
     (read to the end, closed, or collected): a repetition's abandoned stream holds no slot after
     the repetition."""
     held: Held = {}
-    token = _scope.set(held)
+    token = _scope.set(_Scope(None, held))
     try:
         yield held
     finally:

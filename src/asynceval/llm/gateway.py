@@ -22,7 +22,7 @@ from .. import events
 from ..errors import AttemptTimeout, LLMCallFailed, ProviderError, RateLimited
 from ..limits import ConcurrencyController, RateLimiter, RetryPolicy, Slot
 from ..limits.rate import Reservation
-from ._held import Held, collect_if_dropped, current_scope
+from ._held import Held, collect_if_dropped, current_scope, scope_if_any
 from .types import Completion, Usage
 from .usage import UsageCounter, current_usage
 
@@ -332,7 +332,7 @@ class Gateway:
             endpoint=endpoint,
             front=requeue > 0,
         )
-        held = current_scope()
+        held = scope_if_any()
         if held and controller.statistics().active >= controller.limit:
             await collect_if_dropped(held)  # a stream this scope dropped unclosed must not block it
         await slot.__aenter__()
