@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import sys
 import threading
 import time
@@ -224,6 +225,23 @@ def bind_context(**values: Any) -> AbstractContextManager[None]:
 def context_value(key: str) -> Any:
     """The value bound under `key` by `bind_context` in the current context, or None."""
     return get_contextvars().get(key)
+
+
+def forward(line: str) -> None:
+    """Write an event line rendered in another process (a cluster worker's) as it is, and show
+    it to the observers; a line that is not a JSON event is written all the same."""
+    global _write_failures
+    try:
+        if _observers:
+            with contextlib.suppress(ValueError):
+                fields = json.loads(line)
+                if isinstance(fields, dict):
+                    event = str(fields.pop("event", ""))
+                    for observer in _observers:
+                        observer(event, fields)
+        _log()._logger.msg(line)
+    except Exception:
+        _write_failures += 1
 
 
 def emit(event: str, level: str = "info", **fields: Any) -> None:

@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from os import PathLike
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.from_thread
@@ -37,6 +37,9 @@ from .report import error_entry
 from .status import TerminationReason
 from .task import Task
 from .threads import call_maybe_async
+
+if TYPE_CHECKING:
+    from .backend import Backend
 
 Evaluator = Callable[..., Any]
 """Called as `evaluator(task=..., answer=..., traces=...)`, sync or async; returns a dict."""
@@ -250,6 +253,7 @@ class Benchmark(ABC):
         results_path: str | PathLike[str] | None = None,
         resume: bool = False,
         collect: bool = True,
+        backend: Backend | None = None,
     ) -> list[dict[str, Any]]:
         """Run every task `n_task_repeats` times and return the reports.
 
@@ -258,6 +262,8 @@ class Benchmark(ABC):
         all tasks or a list with one per task. With `results_path`, reports are appended to that
         JSONL file as they complete; `resume=True` skips the (task, repeat) pairs already
         successful there. `collect=False` keeps no reports in memory (they are still written).
+        `backend` runs the repetitions elsewhere (`asynceval.distributed.DaskBackend`: a Dask
+        cluster); the queue, results file, callbacks and summary stay here.
         """
         from .scheduler import Run
 
@@ -269,6 +275,7 @@ class Benchmark(ABC):
             results_path=results_path,
             resume=resume,
             collect=collect,
+            backend=backend,
         )
         self.reports = await run.execute()
         return self.reports

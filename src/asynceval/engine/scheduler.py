@@ -28,6 +28,7 @@ from .. import __version__, events
 from ..errors import ConfigError, TaskSpecError
 from ..limits import ConcurrencyController
 from ..runtime import Runtime
+from .backend import Backend, Session
 from .callbacks import CallbackRunner
 from .queues import SequentialQueue, TaskQueue
 from .repetition import Repetitions, Unit
@@ -61,8 +62,11 @@ class Run:
         results_path: str | PathLike[str] | None,
         resume: bool,
         collect: bool,
+        backend: Backend | None = None,
     ) -> None:
         self.bench = benchmark
+        self.backend = backend
+        self._session: Session | None = None
         self.runtime = _runtime_for(benchmark)
         self.settings = self.runtime.settings
         self.max_tasks = benchmark.max_concurrent_tasks or self.settings.max_concurrent_tasks
@@ -120,6 +124,18 @@ class Run:
             self._prior = await anyio.to_thread.run_sync(successful_reports, self.results_path)
             self._done = set(self._prior)
         started = anyio.current_time()
+        async with AsyncExitStack() as backend_stack:
+            if self.backend is not None:
+                self._session = await backend_stack.enter_async_context(
+                    self.backend.session(self.bench, settings, self.max_tasks)
+                )
+            return await self._execute_on(controller, started)
+
+    async def _execute_on(
+        self, controller: ConcurrencyController, started: float
+    ) -> list[dict[str, Any]]:
+        settings = self.settings
+        where = dict(self._session.description) if self._session is not None else {}
         events.run_started(
             limits={**settings.limits(), "max_concurrent_llm_calls": controller.limit},
             n_tasks=self.n_tasks,
@@ -127,6 +143,7 @@ class Run:
             n_task_repeats=self.bench.n_task_repeats,
             benchmark=type(self.bench).__qualname__,
             resumed_pairs=len(self._done),
+            **where,
         )
         interrupted = True
         try:
@@ -166,12 +183,14 @@ class Run:
             "max_concurrent_llm_calls": controller.limit,
             "max_concurrent_tasks": self.max_tasks,
             "resumed": self.resume,
+            **(dict(self._session.description) if self._session is not None else {}),
         }
 
     async def _schedule(self) -> None:
         """Start repetitions as slots free. A queue that fails stops new starts; the repetitions
         in flight still finish and are recorded, then its error is raised as it was."""
-        slots = anyio.Semaphore(self.max_tasks)
+        outstanding = self._session.capacity if self._session is not None else self.max_tasks
+        slots = anyio.Semaphore(outstanding)
         async with anyio.create_task_group() as tg:
             while True:
                 await slots.acquire()
@@ -225,7 +244,10 @@ class Run:
         try:
             task = unit.task
             await self.callbacks.fire("on_task_repeat_start", self.bench, task, unit.repeat_idx)
-            report = await self.repetitions.run(unit)
+            if self._session is not None:
+                report = await self._session.run(unit)
+            else:
+                report = await self.repetitions.run(unit)
             self.counts[report["status"]] += 1  # counted before the write, which may be cut
             if report["status"] == "success":
                 self._calls_in_successes += int((report.get("usage") or {}).get("llm_calls", 0))

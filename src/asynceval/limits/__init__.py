@@ -5,7 +5,7 @@ ones its models share.
 """
 
 from ._slot import Slot
-from .controller import ConcurrencyController, ControllerStatistics
+from .controller import ConcurrencyController, ControllerStatistics, SharedLimit
 from .rate import RateLimiter, Reservation
 from .retry import RetryPolicy, is_retryable
 
@@ -15,6 +15,7 @@ __all__ = [
     "RateLimiter",
     "Reservation",
     "RetryPolicy",
+    "SharedLimit",
     "Slot",
     "is_retryable",
 ]

@@ -63,6 +63,12 @@ class Slot:
         )
         try:
             await c._acquire(self.endpoint, self.front)
+            if c.shared is not None:  # this process's slot first, so few wait on the cluster
+                try:
+                    await c.shared.acquire()
+                except BaseException:
+                    c._give_back(self.endpoint)
+                    raise
         except BaseException:
             events.cancelled(
                 agent=self.agent,
@@ -106,4 +112,8 @@ class Slot:
                 held_s=time.monotonic() - self._acquired_at,
             )
         finally:
-            controller._give_back(self.endpoint)
+            try:
+                controller._give_back(self.endpoint)
+            finally:
+                if controller.shared is not None:
+                    controller.shared.release()

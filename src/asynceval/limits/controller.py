@@ -26,6 +26,7 @@ import itertools
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import anyio
 import anyio.lowlevel
@@ -83,6 +84,16 @@ class _Waiter:
         return True
 
 
+class SharedLimit(Protocol):
+    """A limit shared with other processes (a cluster), taken after this process's own slot:
+    `acquire` waits for one unit of it (cancellation leaves nothing held), `release` gives it
+    back from any thread without blocking."""
+
+    async def acquire(self) -> None: ...
+
+    def release(self) -> None: ...
+
+
 class ConcurrencyController:
     """Global FIFO limit on LLM call attempts in flight; the limit is fixed for its whole life.
 
@@ -112,6 +123,7 @@ class ConcurrencyController:
         self._granted = 0
         self._pauses = Pauses()
         self._lock = threading.Lock()
+        self.shared: SharedLimit | None = None  # set by a cluster backend on its workers
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ConcurrencyController:

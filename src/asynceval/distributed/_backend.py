@@ -1,0 +1,251 @@
+"""`DaskBackend`: a run's repetitions on a Dask distributed cluster, one LLM-call limit for all.
+
+The caller keeps the queue, the results file, resume, callbacks, progress and the summary (the
+engine's `Run`); each repetition is one Dask task, an `async def` run on a worker's event loop.
+At most `capacity` (workers x MAX_CONCURRENT_TASKS) are outstanding, so memory on both sides
+stays bounded by the concurrency. A repetition whose worker dies is re-run by Dask on another
+worker; its report is recorded once, when its future completes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import os
+import sys
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import cloudpickle
+import dask.config
+from distributed import Client, LocalCluster, Semaphore
+
+from .. import events
+from ..errors import ConfigError
+from ._worker import END_OF_EVENTS, RunPlugin, flush_events, plugin_name, run_repetition, topic
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from ..engine.benchmark import Benchmark
+    from ..engine.repetition import Unit
+
+_FLUSH_WAIT_S = 5.0  # how long the end of a run waits for the workers' last events
+
+
+class DaskBackend:
+    """Run repetitions on a Dask cluster: `await bench.run(tasks, backend=DaskBackend(...))`.
+
+    `client_or_address`: a `distributed.Client` (sync or asynchronous), a scheduler address
+    ("tcp://host:8786"), or None to start a `LocalCluster` of `n_workers` worker processes
+    (default: the core count) for the run and close it after. `lease_timeout` (seconds) is how
+    long a dead worker's LLM-call slots stay taken (Dask's lease timeout; its default when None).
+    """
+
+    def __init__(
+        self,
+        client_or_address: Client | str | None = None,
+        *,
+        n_workers: int | None = None,
+        lease_timeout: float | None = None,
+    ) -> None:
+        if n_workers is not None and (
+            isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 1
+        ):
+            raise ValueError(f"n_workers must be an int >= 1, got {n_workers!r}")
+        if n_workers is not None and client_or_address is not None:
+            raise ValueError(
+                "n_workers is for the local cluster DaskBackend starts; not with a client"
+            )
+        if lease_timeout is not None and not lease_timeout > 0:
+            raise ValueError(f"lease_timeout must be > 0 seconds, got {lease_timeout!r}")
+        if client_or_address is not None and not isinstance(client_or_address, str | Client):
+            raise TypeError(
+                "client_or_address must be a distributed.Client, a scheduler address or None, "
+                f"got {type(client_or_address).__name__}"
+            )
+        self.target = client_or_address
+        self.n_workers = n_workers
+        self.lease_timeout = lease_timeout
+
+    def __repr__(self) -> str:
+        target = self.target if isinstance(self.target, str | None) else "Client"
+        return f"DaskBackend({target!r}, n_workers={self.n_workers}, lease_timeout={self.lease_timeout})"
+
+    def _config(self) -> dict[str, Any]:
+        if self.lease_timeout is None:
+            return {}
+        timeout = self.lease_timeout
+        return {
+            "distributed.scheduler.locks.lease-timeout": f"{timeout}s",
+            "distributed.scheduler.locks.lease-validation-interval": f"{max(timeout / 4, 0.05)}s",
+        }
+
+    @asynccontextmanager
+    async def session(
+        self, bench: Benchmark, settings: Settings, max_concurrent_tasks: int
+    ) -> AsyncIterator[_DaskSession]:
+        run_id = f"asynceval-{uuid.uuid4().hex[:12]}"
+        sent = pickled_benchmark(bench)
+        config = self._config()
+        with dask.config.set(config):
+            async with AsyncExitStack() as stack:
+                client = await self._connect(stack, max_concurrent_tasks)
+                nthreads: dict[str, int] = await client.nthreads()
+                workers = len(nthreads)
+                if workers == 0:
+                    raise ConfigError(f"the Dask cluster at {_address(client)} has no workers")
+                # Registered here first, so the run's lease timeout is the semaphore's.
+                semaphore = await Semaphore(
+                    max_leases=settings.max_concurrent_llm_calls,
+                    name=run_id,
+                    scheduler_rpc=client.scheduler,
+                    loop=client.loop,
+                )
+                stack.push_async_callback(_close_semaphore, semaphore)
+                # A worker runs at most nthreads tasks at once (async ones too): no more are sent.
+                capacity = sum(min(n, max_concurrent_tasks) for n in nthreads.values())
+                session = _DaskSession(client, run_id, workers, capacity)
+                client.subscribe_topic(topic(run_id), session.on_event)
+                stack.callback(client.unsubscribe_topic, topic(run_id))
+                plugin = RunPlugin(run_id, sent, settings, config, max_concurrent_tasks)
+                await client.register_plugin(plugin, name=plugin_name(run_id))
+                stack.push_async_callback(session.finish)
+                yield session
+
+    async def _connect(self, stack: AsyncExitStack, tasks: int) -> Client:
+        """An asynchronous client on this loop: the caller's own if it is one, else ours."""
+        target = self.target
+        if target is None:
+            n = self.n_workers or _cores()
+            cluster = await stack.enter_async_context(
+                LocalCluster(
+                    n_workers=n,
+                    threads_per_worker=tasks,  # a worker runs at most nthreads tasks at once
+                    processes=True,
+                    dashboard_address=None,
+                    asynchronous=True,
+                )
+            )
+            client: Client = await stack.enter_async_context(Client(cluster, asynchronous=True))
+            await client.wait_for_workers(n)  # type: ignore[func-returns-value,misc]
+            return client
+        if isinstance(target, Client):
+            if (
+                target.asynchronous
+                and getattr(target.loop, "asyncio_loop", None) is _running_loop()
+            ):
+                return target
+            target = _address(target)
+        try:
+            client = await stack.enter_async_context(Client(target, asynchronous=True, timeout=10))
+            return client
+        except OSError as exc:
+            raise ConfigError(f"cannot reach the Dask scheduler at {target}: {exc}") from None
+
+
+class _DaskSession:
+    """One run's use of the cluster (the engine's `Session`)."""
+
+    def __init__(self, client: Client, run_id: str, workers: int, capacity: int) -> None:
+        self.client = client
+        self.run_id = run_id
+        self.workers = workers
+        self.capacity = capacity
+        self.description: Mapping[str, Any] = {"backend": "dask", "workers": workers}
+        self._ended: set[str] = set()
+        self._all_ended = anyio.Event()
+        self._expected: set[str] = set()
+
+    def on_event(self, event: tuple[float, Any]) -> None:
+        """A worker's event line (or its end-of-events marker), written to our events sink."""
+        _, message = event
+        if isinstance(message, list | tuple) and message and message[0] == END_OF_EVENTS:
+            self._ended.add(str(message[1]))
+            if self._expected and self._expected <= self._ended:
+                self._all_ended.set()
+            return
+        events.forward(str(message))
+
+    async def run(self, unit: Unit) -> dict[str, Any]:
+        waited = anyio.current_time() - unit.selected_at
+        future = self.client.submit(
+            run_repetition,
+            self.run_id,
+            unit,
+            waited,
+            key=f"{self.run_id}-{unit.task.id}-{unit.repeat_idx}-{uuid.uuid4().hex[:6]}",
+            pure=False,
+        )
+        try:
+            report: dict[str, Any] = await future
+            return report
+        finally:
+            if not future.done():  # cancelled (Ctrl-C, the run's end): stop it on the cluster
+                with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                    await self.client.cancel([future])
+
+    async def finish(self) -> None:
+        """Ask every worker for its end-of-events marker and wait (briefly) for all of them, so
+        the events file holds the workers' last lines before the run's own last line."""
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_FLUSH_WAIT_S):
+            replies = await self.client.run(flush_events, self.run_id, on_error="ignore")
+            self._expected = {str(address) for address in replies.values() if address}
+            if self._expected <= self._ended:
+                return
+            await self._all_ended.wait()
+
+
+async def _close_semaphore(semaphore: Semaphore) -> None:
+    with anyio.CancelScope(shield=True), anyio.move_on_after(5), contextlib.suppress(Exception):
+        await semaphore.close()
+
+
+def pickled_benchmark(bench: Benchmark) -> bytes:
+    """The Benchmark as cloudpickle bytes; a class from a script (a module workers cannot import)
+    travels by value. Raises ConfigError naming the attribute that cannot be pickled."""
+    module = sys.modules.get(type(bench).__module__)
+    if module is not None and module.__name__ != "__main__" and not _importable(module.__name__):
+        cloudpickle.register_pickle_by_value(module)
+    try:
+        sent: bytes = cloudpickle.dumps(bench)
+        return sent
+    except Exception as exc:
+        culprit = _unpicklable_attribute(bench)
+        where = f" (its attribute {culprit!r})" if culprit else ""
+        raise ConfigError(
+            f"the Benchmark {type(bench).__qualname__} cannot be sent to the Dask workers"
+            f"{where}: {type(exc).__name__}: {exc}; build such things in setup_* hooks, "
+            "which run on the workers"
+        ) from None
+
+
+def _unpicklable_attribute(bench: Benchmark) -> str | None:
+    for name, value in vars(bench).items():
+        try:
+            cloudpickle.dumps(value)
+        except Exception:
+            return name
+    return None
+
+
+def _importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _address(client: Client) -> str:
+    return str(getattr(client.scheduler, "address", "?"))
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _running_loop() -> asyncio.AbstractEventLoop:
+    return asyncio.get_running_loop()

@@ -1,0 +1,179 @@
+"""What a Dask worker runs for one asynceval run: a plugin holding the run's state, and the
+function each repetition is submitted as.
+
+The plugin (one per run, registered by the caller, also installed on workers that join later)
+unpickles the Benchmark once, builds the worker's `Runtime` (its own FIFO slots in front of the
+run's cluster-wide semaphore), and forwards the worker's events to the caller under the run's
+topic, each tagged with the worker's address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import os
+import sys
+from contextvars import ContextVar
+from typing import Any, TextIO, cast
+
+import anyio
+import cloudpickle
+import dask.config
+from anyio.from_thread import BlockingPortal
+from distributed import Semaphore, Worker, get_worker
+from distributed.diagnostics.plugin import WorkerPlugin
+
+from .. import events
+from ..config import Settings
+from ..engine.repetition import Repetitions, Unit
+from ..engine.threads import ThreadRunner, threads_scope
+from ..runtime import Runtime
+from ._slots import ClusterSlots
+
+_run_id: ContextVar[str | None] = ContextVar("asynceval_dask_run", default=None)
+
+END_OF_EVENTS = "asynceval-end-of-events"
+"""The last message a worker sends on a run's topic when asked to flush (`flush_events`)."""
+
+
+def topic(run_id: str) -> str:
+    return f"asynceval-{run_id}"
+
+
+def plugin_name(run_id: str) -> str:
+    return f"asynceval-run-{run_id}"
+
+
+class _Forward(io.TextIOBase):
+    """The worker's event stream: a line written while a run's repetition is running goes to
+    that run's topic (so to the caller's events file); any other line to stderr."""
+
+    def __init__(self, worker: Worker) -> None:
+        self._worker = worker
+
+    def write(self, line: str) -> int:
+        run = _run_id.get()
+        if run is None or not line.strip():
+            return sys.stderr.write(line)
+        self._worker.log_event(topic(run), line.rstrip("\n"))
+        return len(line)
+
+    def flush(self) -> None:
+        pass
+
+
+_forwarding: set[Worker] = set()  # workers of this process whose events are forwarded
+
+
+class RunPlugin(WorkerPlugin):
+    """One run's state on one worker (see the module)."""
+
+    def __init__(
+        self, run_id: str, bench: bytes, settings: Settings, config: dict[str, Any], tasks: int
+    ) -> None:
+        self.caller_pid = os.getpid()
+        self.run_id = run_id
+        self.bench = bench
+        self.settings = settings
+        self.config = config
+        self.tasks = tasks
+        self._state: _WorkerRun | None = None
+
+    def setup(self, worker: Worker) -> None:
+        dask.config.set(self.config)  # the run's lease timeout, for the semaphore made here
+        self.worker = worker
+        # A worker in the caller's own process (a threaded cluster) writes to the caller's sink.
+        if os.getpid() != self.caller_pid and worker not in _forwarding:
+            _forwarding.add(worker)
+            events.configure_logging(self.settings, stream=cast(TextIO, _Forward(worker)))
+
+    async def state(self) -> _WorkerRun:
+        if self._state is None:
+            self._state = await _WorkerRun.start(self)
+        return self._state
+
+    async def teardown(self, worker: Worker) -> None:
+        if self._state is not None:
+            await self._state.close()
+
+
+class _WorkerRun:
+    """The worker's runtime, repetitions, threads and portal for one run."""
+
+    def __init__(self, plugin: RunPlugin, semaphore: Semaphore) -> None:
+        settings = plugin.settings
+        self.run_id = plugin.run_id
+        self.worker = plugin.worker.address
+        self.runtime = Runtime(settings)
+        loop = asyncio.get_running_loop()
+        self.runtime.limiter.shared = ClusterSlots(semaphore, loop)
+        self.semaphore = semaphore
+        bench = cloudpickle.loads(plugin.bench)
+        self.repetitions = Repetitions(bench, settings, self.runtime.retry_policy)
+        self.threads = ThreadRunner(plugin.tasks)
+        self._stop = anyio.Event()
+        self._stopped = anyio.Event()
+
+    @classmethod
+    async def start(cls, plugin: RunPlugin) -> _WorkerRun:
+        semaphore = Semaphore(
+            max_leases=plugin.settings.max_concurrent_llm_calls, name=plugin.run_id
+        )
+        await semaphore
+        self = cls(plugin, semaphore)
+        ready = anyio.Event()
+        asyncio.get_running_loop().create_task(self._hold_portal(ready))
+        await ready.wait()
+        return self
+
+    async def _hold_portal(self, ready: anyio.Event) -> None:
+        """The run's portal for sync code, entered and left in this one task."""
+        try:
+            async with BlockingPortal() as portal:
+                self.repetitions.portal = portal
+                ready.set()
+                await self._stop.wait()
+                self.repetitions.run_over.set()
+                await portal.stop(cancel_remaining=True)
+        finally:
+            ready.set()
+            self._stopped.set()
+
+    async def run(self, unit: Unit) -> dict[str, Any]:
+        token = self.runtime.bind()
+        run_token = _run_id.set(self.run_id)
+        try:
+            with events.bind_context(worker=self.worker), threads_scope(self.threads):
+                return await self.repetitions.run(unit)
+        finally:
+            _run_id.reset(run_token)
+            self.runtime.unbind(token)
+
+    async def close(self) -> None:
+        self._stop.set()
+        with anyio.move_on_after(5):
+            await self._stopped.wait()
+        with contextlib.suppress(Exception):
+            await self.runtime.aclose()
+        # Only this worker's lease refreshes stop: the semaphore is the run's, closed by the caller.
+        refresh = getattr(self.semaphore, "refresh_callback", None)
+        if refresh is not None:
+            refresh.stop()
+
+
+async def run_repetition(run_id: str, unit: Unit, waited_s: float) -> dict[str, Any]:
+    """A repetition, on a worker's event loop: its report. `waited_s` is how long it waited at
+    the caller before it was sent (the report's queued_s counts it, in this worker's clock)."""
+    worker = get_worker()
+    plugin = worker.plugins[plugin_name(run_id)]
+    assert isinstance(plugin, RunPlugin)
+    state = await plugin.state()
+    unit.selected_at = anyio.current_time() - waited_s
+    return await state.run(unit)
+
+
+def flush_events(run_id: str, dask_worker: Worker) -> str:
+    """Send the end-of-events marker on the run's topic (after every event sent before it)."""
+    dask_worker.log_event(topic(run_id), [END_OF_EVENTS, str(dask_worker.address)])
+    return str(dask_worker.address)

@@ -1,0 +1,44 @@
+"""Where a run's repetitions execute: in this process (no backend), or elsewhere.
+
+The caller's run keeps the queue, the results file, resume, callbacks, progress and the summary
+whatever the backend; a backend only runs whole repetitions and hands their reports back. The
+one shipped is `asynceval.distributed.DaskBackend`; this protocol is what the engine needs of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from .benchmark import Benchmark
+    from .repetition import Unit
+
+
+class Session(Protocol):
+    """One run's use of a backend."""
+
+    @property
+    def capacity(self) -> int:
+        """How many repetitions may be outstanding at once (the run never has more)."""
+        ...
+
+    @property
+    def description(self) -> Mapping[str, Any]:
+        """What `run_started` and the results header say of it (e.g. backend, workers)."""
+        ...
+
+    async def run(self, unit: Unit) -> dict[str, Any]:
+        """Run every attempt of one repetition; its report. Raises only for the run's end (the
+        backend is gone, or the run is cancelled)."""
+        ...
+
+
+class Backend(Protocol):
+    """Something that can open a `Session` for a run."""
+
+    def session(
+        self, bench: Benchmark, settings: Settings, max_concurrent_tasks: int
+    ) -> AbstractAsyncContextManager[Session]: ...
