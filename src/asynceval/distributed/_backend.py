@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import os
 import sys
+import sysconfig
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -207,9 +209,10 @@ async def _close_semaphore(semaphore: Semaphore) -> None:
 def pickled_benchmark(bench: Benchmark) -> bytes:
     """The Benchmark as cloudpickle bytes; a class from a script (a module workers cannot import)
     travels by value. Raises ConfigError naming the attribute that cannot be pickled."""
-    module = sys.modules.get(type(bench).__module__)
-    if module is not None and module.__name__ != "__main__" and not _importable(module.__name__):
-        cloudpickle.register_pickle_by_value(module)
+    for cls in type(bench).__mro__:
+        module = sys.modules.get(cls.__module__)
+        if module is not None and _by_value(module):
+            cloudpickle.register_pickle_by_value(module)
     try:
         sent: bytes = cloudpickle.dumps(bench)
         return sent
@@ -232,11 +235,19 @@ def _unpicklable_attribute(bench: Benchmark) -> str | None:
     return None
 
 
-def _importable(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
+def _by_value(module: ModuleType) -> bool:
+    """Whether a benchmark's module travels with it: the user's own code (a script, a project
+    directory), which the workers may not be able to import; not installed packages."""
+    name, file = module.__name__, getattr(module, "__file__", None)
+    if name == "__main__" or file is None or name.split(".")[0] == "asynceval":
+        return False  # __main__ is by value already; builtins and asynceval are on the workers
+    parts = Path(file).resolve().parts
+    return "site-packages" not in parts and "dist-packages" not in parts and not _stdlib(file)
+
+
+def _stdlib(file: str) -> bool:
+    stdlib = sysconfig.get_paths()["stdlib"]
+    return Path(file).resolve().is_relative_to(Path(stdlib).resolve())
 
 
 def _address(client: Client) -> str:

@@ -78,7 +78,7 @@ class RunPlugin(WorkerPlugin):
         self.settings = settings
         self.config = config
         self.tasks = tasks
-        self._state: _WorkerRun | None = None
+        self._state: asyncio.Future[_WorkerRun] | None = None
 
     def setup(self, worker: Worker) -> None:
         dask.config.set(self.config)  # the run's lease timeout, for the semaphore made here
@@ -89,13 +89,15 @@ class RunPlugin(WorkerPlugin):
             events.configure_logging(self.settings, stream=cast(TextIO, _Forward(worker)))
 
     async def state(self) -> _WorkerRun:
+        """The run's state on this worker, built once however many repetitions ask at once
+        (each building its own would give each its own limiter)."""
         if self._state is None:
-            self._state = await _WorkerRun.start(self)
-        return self._state
+            self._state = asyncio.ensure_future(_WorkerRun.start(self))
+        return await asyncio.shield(self._state)
 
     async def teardown(self, worker: Worker) -> None:
-        if self._state is not None:
-            await self._state.close()
+        if self._state is not None and self._state.done() and not self._state.exception():
+            await self._state.result().close()
 
 
 class _WorkerRun:

@@ -1,0 +1,98 @@
+"""Runs on a Dask cluster (`DaskBackend`): the simulated provider on loopback counts requests in
+flight on its side of the wire, across every worker."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from distributed import LocalCluster
+
+from asynceval import Benchmark, OpenAIChatModel, Settings, Task
+from asynceval.analysis import check_events
+from asynceval.distributed import DaskBackend
+from asynceval.errors import ConfigError
+
+from ..conftest import EventLog, start_sim_server, stop_sim_server
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+
+class Sums(Benchmark):
+    """Each repetition asks the provider one sum; `fail_on` tasks raise in the agent."""
+
+    def __init__(self, base_url: str, fail_on: frozenset[str] = frozenset(), **kw: Any) -> None:
+        super().__init__(**kw)
+        self.base_url = base_url
+        self.fail_on = fail_on
+
+    async def setup_agents(self, agent_data: Any, environment: Any, task: Task, user: Any) -> Any:
+        model = OpenAIChatModel(model="asynceval-sim", base_url=self.base_url, api_key="k")
+        fail = task.id in self.fail_on
+
+        async def agent(query: str) -> str:
+            if fail:
+                raise ValueError(f"agent broke on {task.id}")
+            return (await model.generate([{"role": "user", "content": query}])).text
+
+        return [agent], {}
+
+
+def stats(base_url: str) -> dict[str, Any]:
+    return httpx.get(base_url.removesuffix("/v1") + "/stats", timeout=5).json()
+
+
+@pytest.fixture
+def sim() -> Any:
+    url, process = start_sim_server("--latency", "0.1")
+    yield url
+    stop_sim_server(process)
+
+
+async def test_the_limit_holds_across_workers_on_the_wire(
+    cluster: LocalCluster, sim: str, tmp_path: Path, event_log: EventLog
+) -> None:
+    """2 workers x 20 concurrent repetitions, limit 5: the provider never sees more than 5 (each
+    worker alone would allow 5), and the caller's events show both workers' calls."""
+    settings = Settings(max_concurrent_llm_calls=5, max_concurrent_tasks=20)
+    bench = Sums(sim, settings=settings)
+    tasks = [Task(query=f"What is {i} + 2?", id=f"t{i}") for i in range(60)]
+    reports = await bench.run(
+        tasks, backend=DaskBackend(cluster.scheduler_address), results_path=tmp_path / "r.jsonl"
+    )
+    assert sorted(r["task_id"] for r in reports) == sorted(t.id for t in tasks)
+    assert {r["status"] for r in reports} == {"success"}
+    assert all(r["usage"]["llm_calls"] == 1 for r in reports)
+    served = stats(sim)
+    assert served["requests"] == 60 and served["max_in_flight"] == 5, served
+    events = event_log.all()
+    (started,) = [e for e in events if e["event"] == "run_started"]
+    assert started["backend"] == "dask" and started["workers"] == 2
+    acquired = [e for e in events if e["event"] == "acquired"]
+    assert len(acquired) == 60 and len({e["worker"] for e in acquired}) == 2
+    assert len([e for e in events if e["event"] == "released"]) == 60
+    check = check_events(events)
+    assert check.max_in_flight <= 5 and check.ok, check
+
+
+async def test_a_repetition_that_raises_on_a_worker_is_a_report(
+    cluster: LocalCluster, sim: str, tmp_path: Path
+) -> None:
+    bench = Sums(sim, fail_on=frozenset({"t1"}), settings=Settings(max_concurrent_llm_calls=5))
+    tasks = [Task(query=f"What is {i} + 2?", id=f"t{i}") for i in range(4)]
+    reports = await bench.run(tasks, backend=DaskBackend(cluster.scheduler_address))
+    by_id = {r["task_id"]: r for r in reports}
+    assert by_id["t1"]["status"] != "success"
+    assert "agent broke on t1" in by_id["t1"]["error"]["message"]
+    assert [by_id[t]["status"] for t in ("t0", "t2", "t3")] == ["success"] * 3
+
+
+async def test_a_benchmark_that_cannot_be_pickled_gets_one_clear_error(sim: str) -> None:
+    bench = Sums(sim)
+    bench.lock = threading.Lock()  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match=r"'lock'.*cannot pickle") as caught:
+        await bench.run([Task(query="What is 1 + 1?", id="a")], backend=DaskBackend("tcp://x:1"))
+    assert "Sums cannot be sent to the Dask workers" in str(caught.value)
