@@ -3,20 +3,26 @@ flight on its side of the wire, across every worker."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
-from distributed import LocalCluster
+from distributed import Client, LocalCluster
 
-from asynceval import Benchmark, OpenAIChatModel, Settings, Task
+from asynceval import Benchmark, BenchmarkCallback, OpenAIChatModel, Settings, Task
 from asynceval.analysis import check_events
 from asynceval.distributed import DaskBackend
+from asynceval.engine import read_records
 from asynceval.errors import ConfigError
 
 from ..conftest import EventLog, start_sim_server, stop_sim_server
+from .conftest import LEASE_TIMEOUT_S, local_cluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -96,3 +102,43 @@ async def test_a_benchmark_that_cannot_be_pickled_gets_one_clear_error(sim: str)
     with pytest.raises(ConfigError, match=r"'lock'.*cannot pickle") as caught:
         await bench.run([Task(query="What is 1 + 1?", id="a")], backend=DaskBackend("tcp://x:1"))
     assert "Sums cannot be sent to the Dask workers" in str(caught.value)
+
+
+class KillAfter(BenchmarkCallback):
+    """SIGKILLs one worker process once `after` reports are in."""
+
+    def __init__(self, pid: int, after: int) -> None:
+        self.pid, self.after, self.seen, self.killed_at = pid, after, 0, 0.0
+
+    def on_task_repeat_end(self, benchmark: Benchmark, report: Any) -> None:
+        self.seen += 1
+        if self.seen == self.after:
+            os.kill(self.pid, signal.SIGKILL)
+            self.killed_at = time.monotonic()
+
+
+async def test_a_worker_killed_mid_run_loses_nothing(sim: str, tmp_path: Path) -> None:
+    """One of two workers SIGKILLed with calls in flight: its leases come back after the lease
+    timeout, its repetitions run again elsewhere, every (task, repeat) is recorded once, and
+    the provider never sees more than the limit."""
+    with local_cluster(threads=10) as cluster, Client(cluster) as client:
+        pids = client.run(os.getpid)
+        victim = pids[sorted(pids)[0]]
+        killer = KillAfter(victim, after=10)
+        bench = Sums(sim, settings=Settings(max_concurrent_llm_calls=5, max_concurrent_tasks=10))
+        bench.callbacks.append(killer)
+        tasks = [Task(query=f"What is {i} + 2?", id=f"t{i}") for i in range(50)]
+        results = tmp_path / "results.jsonl"
+        backend = DaskBackend(cluster.scheduler_address, lease_timeout=LEASE_TIMEOUT_S)
+        with anyio.fail_after(60):
+            reports = await bench.run(tasks, backend=backend, results_path=results)
+        finished = time.monotonic()
+    assert killer.killed_at, "the worker was never killed"
+    records, damaged = read_records(results)
+    pairs = [(r["task_id"], r["repeat_idx"]) for r in records[1:]]
+    assert damaged == 0 and sorted(pairs) == sorted((t.id, 0) for t in tasks)
+    assert {r["status"] for r in reports} == {"success"}
+    served = stats(sim)
+    assert served["max_in_flight"] <= 5, served
+    # the run went on after the kill: it did not wait for more than a few lease timeouts
+    assert finished - killer.killed_at < 6 * LEASE_TIMEOUT_S

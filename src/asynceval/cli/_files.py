@@ -25,6 +25,7 @@ from typing import TextIO
 import anyio
 
 from .._writer import AppendOnlyFile
+from ..errors import ConfigError
 from ._errors import CLIError
 
 _EVENTS_WARNING = "asynceval could not write"  # how events.py's RuntimeWarning starts
@@ -97,6 +98,18 @@ def write_error(exc: BaseException, paths: Collection[str]) -> OSError | None:
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:
             found = write_error(inner, paths)
+            if found is not None:
+                return found
+    return None
+
+
+def config_error(exc: BaseException) -> ConfigError | None:
+    """The first ConfigError in `exc` or in the exception groups it is wrapped in."""
+    if isinstance(exc, ConfigError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = config_error(inner)
             if found is not None:
                 return found
     return None

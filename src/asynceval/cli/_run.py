@@ -23,11 +23,13 @@ import anyio
 from .. import events
 from ..config import Settings
 from ..engine import Benchmark, Task, load_tasks
+from ..engine.backend import Backend
 from ..errors import ConfigError, TaskSpecError
 from ..runtime import Runtime, _reset_default
 from ._errors import CLIError, describe
 from ._files import (
     EventsStream,
+    config_error,
     failure_line,
     quiet_events_warning,
     stdout_failure_line,
@@ -66,6 +68,12 @@ def add_parser(commands: Any) -> None:
     run.add_argument("--llm-call-timeout", type=float, metavar="SECONDS")
     run.add_argument("--base-url", metavar="URL", help="provider base URL, e.g. http://host/v1")
     run.add_argument("--model", metavar="NAME", help="model name")
+    run.add_argument(
+        "--dask",
+        metavar="ADDRESS|local[:N]",
+        help="run the repetitions on a Dask cluster: a scheduler address, or a local cluster of "
+        "N worker processes (default: the core count); needs asynceval[dask]",
+    )
     run.add_argument("--quiet", action="store_true", help="no progress display, no summary")
     run.set_defaults(handler=run_command)
 
@@ -78,6 +86,7 @@ def run_command(args: argparse.Namespace) -> int:
         for option, setting in OVERRIDES.items()
         if getattr(args, option) is not None
     }
+    backend = _backend(args.dask)
     runtime = _install_runtime(_settings(options))
     bench = load_benchmark(args.target)
     tasks = _tasks(args, bench)
@@ -94,7 +103,7 @@ def run_command(args: argparse.Namespace) -> int:
     mode: Mode = "quiet" if args.quiet else ("live" if sys.stdout.isatty() else "plain")
     progress = Progress(bench.controller or runtime.limiter, total, mode, sys.stdout)
     started = time.monotonic()
-    if interrupted := _run(args, bench, tasks, out, progress, stream):
+    if interrupted := _run(args, bench, tasks, out, progress, stream, backend):
         return interrupted
     try:
         if progress.stream_error is not None:
@@ -126,11 +135,13 @@ def _run(
     out: Path,
     progress: Progress,
     stream: EventsStream,
+    backend: Backend | None,
 ) -> int:
     """Run the benchmark: 0 when it ran to the end, 130 when Ctrl-C stopped it. A results or
     events file the disk refused (the run stops at once) is a CLIError: one line, exit 2."""
     try:
-        stopped = anyio.run(_execute, bench, tasks, out, args.resume is not None, progress, stream)
+        resume = args.resume is not None
+        stopped = anyio.run(_execute, bench, tasks, out, resume, progress, stream, backend)
     except KeyboardInterrupt:
         print(
             f"interrupted: {progress.done} repetitions finished and are in {out}; "
@@ -141,11 +152,36 @@ def _run(
     except Exception as exc:  # the results file's OSError comes wrapped in exception groups
         error = write_error(exc, {str(out / "results.jsonl"), str(out / "events.jsonl")})
         if error is None:
-            raise
+            refused = config_error(exc)  # e.g. a benchmark the Dask workers cannot be sent
+            if refused is None:
+                raise
+            raise CLIError(f"{refused}; finished reports are in {out}") from None
         raise CLIError(failure_line(error, True, args.target, out)) from None
     if stream.error is not None:
         raise CLIError(failure_line(stream.error, stopped, args.target, out))
     return 0
+
+
+def _backend(spec: str | None) -> Backend | None:
+    """`--dask ADDRESS`, `--dask local` or `--dask local:N`; distributed is imported only here."""
+    if spec is None:
+        return None
+    try:
+        from ..distributed import DaskBackend
+    except ImportError as exc:
+        raise CLIError(
+            f"--dask needs Dask distributed ({exc}); install it with: pip install 'asynceval[dask]'"
+        ) from None
+    if spec == "local" or spec.startswith("local:"):
+        count = spec.removeprefix("local").removeprefix(":")
+        if not count:
+            return DaskBackend()
+        if not count.isdigit() or int(count) < 1:
+            raise CLIError(f"--dask local:N needs a number of workers >= 1, got {spec!r}")
+        return DaskBackend(n_workers=int(count))
+    if not spec.strip():
+        raise CLIError("--dask needs a scheduler address (tcp://host:8786) or local[:N]")
+    return DaskBackend(spec)
 
 
 def _settings(values: Mapping[str, Any]) -> Settings:
@@ -191,6 +227,7 @@ async def _execute(
     resume: bool,
     progress: Progress,
     stream: EventsStream,
+    backend: Backend | None = None,
 ) -> bool:
     """The run with its progress display; True if it was stopped because the events file
     failed (`stop_when_broken`)."""
@@ -202,7 +239,11 @@ async def _execute(
                 with anyio.CancelScope() as run_scope:
                     tg.start_soon(stop_when_broken, stream, run_scope)
                     await bench.run(
-                        tasks, results_path=out / "results.jsonl", resume=resume, collect=False
+                        tasks,
+                        results_path=out / "results.jsonl",
+                        resume=resume,
+                        collect=False,
+                        backend=backend,
                     )
             finally:  # outside run_scope, or that scope would not be the one catching its cancel
                 tg.cancel_scope.cancel()

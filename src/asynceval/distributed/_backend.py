@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import os
 import sys
 import sysconfig
@@ -213,11 +214,18 @@ def pickled_benchmark(bench: Benchmark) -> bytes:
         module = sys.modules.get(cls.__module__)
         if module is not None and _by_value(module):
             cloudpickle.register_pickle_by_value(module)
+    # What belongs to this process stays: the workers use their own runtime and limiter, and
+    # callbacks and reports are the caller's.
+    travelling = copy.copy(bench)
+    travelling.runtime = None
+    travelling.controller = None
+    travelling.callbacks = []
+    travelling.reports = []
     try:
-        sent: bytes = cloudpickle.dumps(bench)
+        sent: bytes = cloudpickle.dumps(travelling)
         return sent
     except Exception as exc:
-        culprit = _unpicklable_attribute(bench)
+        culprit = _unpicklable_attribute(travelling)
         where = f" (its attribute {culprit!r})" if culprit else ""
         raise ConfigError(
             f"the Benchmark {type(bench).__qualname__} cannot be sent to the Dask workers"
