@@ -7,6 +7,7 @@ import os
 import signal
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -142,3 +143,54 @@ async def test_a_worker_killed_mid_run_loses_nothing(sim: str, tmp_path: Path) -
     assert served["max_in_flight"] <= 5, served
     # the run went on after the kill: it did not wait for more than a few lease timeouts
     assert finished - killer.killed_at < 6 * LEASE_TIMEOUT_S
+
+
+class LateSums(Sums):
+    """t0 calls at once; every other task waits `late_s` first."""
+
+    late_s = 0.6
+
+    async def setup_agents(self, agent_data: Any, environment: Any, task: Task, user: Any) -> Any:
+        [agent], _ = await super().setup_agents(agent_data, environment, task, user)
+        late = task.id != "t0"
+
+        async def later(query: str) -> str:
+            if late:
+                await anyio.sleep(self.late_s)
+            return str(await agent(query))
+
+        return [later], {}
+
+
+async def test_a_429_on_one_worker_pauses_every_worker(
+    cluster: LocalCluster, tmp_path: Path, event_log: EventLog
+) -> None:
+    """Every first attempt gets a 429 with Retry-After 2 s. t0's, alone at the provider, pauses
+    the endpoint; the other tasks ask 0.6 s later, on both workers, and none of them sends
+    before the pause is over."""
+    url, process = start_sim_server(
+        "--latency", "0.01", "--fail-first", "1", "--fail-first-status", "429",
+        "--retry-after", "2",
+    )  # fmt: skip
+    try:
+        settings = Settings(
+            max_concurrent_llm_calls=5, retry_initial_delay=0.01, retry_max_attempts=5
+        )
+        tasks = [Task(query=f"What is {i} + 2?", id=f"t{i}") for i in range(12)]
+        reports = await LateSums(url, settings=settings).run(
+            tasks, backend=DaskBackend(cluster.scheduler_address)
+        )
+    finally:
+        stop_sim_server(process)
+    assert {r["status"] for r in reports} == {"success"}
+    events = event_log.all()
+    (first_429,) = [e for e in events if e["event"] == "retry" and e["task_id"] == "t0"]
+    paused_at = _seconds(first_429["timestamp"])
+    others = [e for e in events if e["event"] == "acquired" and e["task_id"] != "t0"]
+    assert len({e["worker"] for e in others}) == 2
+    early = [e for e in others if _seconds(e["timestamp"]) < paused_at + 2 - 0.3]
+    assert not early, early
+
+
+def _seconds(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()

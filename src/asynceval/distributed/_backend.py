@@ -29,7 +29,16 @@ from distributed import Client, LocalCluster, Semaphore
 
 from .. import events
 from ..errors import ConfigError
-from ._worker import END_OF_EVENTS, RunPlugin, flush_events, plugin_name, run_repetition, topic
+from ._worker import (
+    END_OF_EVENTS,
+    PAUSE,
+    RunPlugin,
+    apply_pause,
+    flush_events,
+    plugin_name,
+    run_repetition,
+    topic,
+)
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -162,16 +171,28 @@ class _DaskSession:
         self._ended: set[str] = set()
         self._all_ended = anyio.Event()
         self._expected: set[str] = set()
+        self._background: set[asyncio.Future[Any]] = set()
 
     def on_event(self, event: tuple[float, Any]) -> None:
         """A worker's event line (or its end-of-events marker), written to our events sink."""
         _, message = event
+        if isinstance(message, list | tuple) and message and message[0] == PAUSE:
+            _, endpoint, until = message
+            self._spawn(
+                self.client.run(apply_pause, self.run_id, endpoint, until, on_error="ignore")
+            )
+            return
         if isinstance(message, list | tuple) and message and message[0] == END_OF_EVENTS:
             self._ended.add(str(message[1]))
             if self._expected and self._expected <= self._ended:
                 self._all_ended.set()
             return
         events.forward(str(message))
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def run(self, unit: Unit) -> dict[str, Any]:
         waited = anyio.current_time() - unit.selected_at

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -23,10 +24,21 @@ late a cancelled waiter leaves (each request is shielded, so a grant is never lo
 class ClusterSlots:
     """`SharedLimit` over one `distributed.Semaphore` (see the module)."""
 
-    def __init__(self, semaphore: Any, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        semaphore: Any,
+        loop: asyncio.AbstractEventLoop,
+        on_pause: Callable[[str, float], None] | None = None,
+    ) -> None:
         self._semaphore = semaphore
         self._loop = loop
+        self._on_pause = on_pause
         self._releasing: set[asyncio.Task[Any]] = set()
+
+    def paused(self, endpoint: str, seconds: float) -> None:
+        """A 429 paused `endpoint` here: `on_pause` passes it on to every worker of the run."""
+        if self._on_pause is not None:
+            self._on_pause(endpoint, seconds)
 
     async def acquire(self) -> None:
         semaphore = self._semaphore

@@ -14,6 +14,7 @@ import contextlib
 import io
 import os
 import sys
+import time
 from contextvars import ContextVar
 from typing import Any, TextIO, cast
 
@@ -34,6 +35,7 @@ from ._slots import ClusterSlots
 _run_id: ContextVar[str | None] = ContextVar("asynceval_dask_run", default=None)
 
 END_OF_EVENTS = "asynceval-end-of-events"
+PAUSE = "asynceval-pause"
 """The last message a worker sends on a run's topic when asked to flush (`flush_events`)."""
 
 
@@ -95,6 +97,14 @@ class RunPlugin(WorkerPlugin):
             self._state = asyncio.ensure_future(_WorkerRun.start(self))
         return await asyncio.shield(self._state)
 
+    @property
+    def running(self) -> _WorkerRun | None:
+        """The run's state here once built."""
+        state = self._state
+        if state is None or not state.done() or state.cancelled() or state.exception():
+            return None
+        return state.result()
+
     async def teardown(self, worker: Worker) -> None:
         if self._state is not None and self._state.done() and not self._state.exception():
             await self._state.result().close()
@@ -109,7 +119,15 @@ class _WorkerRun:
         self.worker = plugin.worker.address
         self.runtime = Runtime(settings)
         loop = asyncio.get_running_loop()
-        self.runtime.limiter.shared = ClusterSlots(semaphore, loop)
+        worker = plugin.worker
+
+        def share_pause(endpoint: str, seconds: float) -> None:
+            # To the caller, which has every worker apply it (`apply_pause`): an absolute time,
+            # so the hops' latency does not lengthen it.
+            message = [PAUSE, endpoint, time.time() + seconds]
+            worker.log_event(topic(plugin.run_id), message)
+
+        self.runtime.limiter.shared = ClusterSlots(semaphore, loop, share_pause)
         self.semaphore = semaphore
         bench = cloudpickle.loads(plugin.bench)
         self.repetitions = Repetitions(bench, settings, self.runtime.retry_policy)
@@ -173,6 +191,16 @@ async def run_repetition(run_id: str, unit: Unit, waited_s: float) -> dict[str, 
     state = await plugin.state()
     unit.selected_at = anyio.current_time() - waited_s
     return await state.run(unit)
+
+
+def apply_pause(run_id: str, endpoint: str, until: float, dask_worker: Worker) -> None:
+    """Another worker's 429 paused `endpoint` until `until` (unix time): pause it here too."""
+    plugin = dask_worker.plugins.get(plugin_name(run_id))
+    if not isinstance(plugin, RunPlugin) or plugin.running is None:
+        return
+    seconds = until - time.time()
+    if seconds > 0:
+        plugin.running.runtime.limiter.pause(endpoint, seconds, share=False)
 
 
 def flush_events(run_id: str, dask_worker: Worker) -> str:

@@ -93,6 +93,10 @@ class SharedLimit(Protocol):
 
     def release(self) -> None: ...
 
+    def paused(self, endpoint: str, seconds: float) -> None:
+        """This process paused `endpoint` (a 429's Retry-After): tell the others."""
+        ...
+
 
 class ConcurrencyController:
     """Global FIFO limit on LLM call attempts in flight; the limit is fixed for its whole life.
@@ -215,8 +219,12 @@ class ConcurrencyController:
         """Whether `endpoint`'s adaptive limit lets one more slot go to it (lock held)."""
         return self._adaptive.room(endpoint, self._active_at.get(endpoint, 0))
 
-    def pause(self, endpoint: str, seconds: float) -> None:
-        """Grant no slot for `endpoint` for `seconds` from now; overlapping pauses merge into one."""
+    def pause(self, endpoint: str, seconds: float, *, share: bool = True) -> None:
+        """Grant no slot for `endpoint` for `seconds` from now; overlapping pauses merge into one.
+        With a shared limit, the other processes sharing it pause too (`share=False`: this is
+        one of theirs, arriving here)."""
+        if share and self.shared is not None:
+            self.shared.paused(endpoint, seconds)
         with self._lock:
             self._pauses.pause(endpoint, seconds, time.monotonic())
             to_wake = [
