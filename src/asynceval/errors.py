@@ -34,6 +34,7 @@ __all__ = [
     "AgentError",
     "AsyncEvalError",
     "AttemptTimeout",
+    "BackendLost",
     "ConfigError",
     "EvaluationError",
     "LLMCallFailed",
@@ -128,6 +129,11 @@ class RepetitionExpired(TaskTimeoutError):
 class RunFinished(AsyncEvalError):
     """Raised to a call from a worker thread of a run that has already ended (its event loop
     portal is closed): the thread outlived its run, and nothing is left to serve the call."""
+
+
+class BackendLost(AsyncEvalError):
+    """The backend running a run's repetitions went away (its Dask scheduler stopped answering):
+    the run ends with this error, and every report that had finished is kept."""
 
 
 class ProviderError(AsyncEvalError):

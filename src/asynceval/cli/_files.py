@@ -25,7 +25,7 @@ from typing import TextIO
 import anyio
 
 from .._writer import AppendOnlyFile
-from ..errors import ConfigError
+from ..errors import BackendLost, ConfigError
 from ._errors import CLIError
 
 _EVENTS_WARNING = "asynceval could not write"  # how events.py's RuntimeWarning starts
@@ -103,9 +103,9 @@ def write_error(exc: BaseException, paths: Collection[str]) -> OSError | None:
     return None
 
 
-def config_error(exc: BaseException) -> ConfigError | None:
-    """The first ConfigError in `exc` or in the exception groups it is wrapped in."""
-    if isinstance(exc, ConfigError):
+def config_error(exc: BaseException) -> ConfigError | BackendLost | None:
+    """The first ConfigError (or BackendLost) in `exc` or in the exception groups it is in."""
+    if isinstance(exc, ConfigError | BackendLost):
         return exc
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:

@@ -11,6 +11,7 @@ process alive after the summary.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
 from collections.abc import Iterable, Mapping
@@ -24,7 +25,7 @@ from .. import events
 from ..config import Settings
 from ..engine import Benchmark, Task, load_tasks
 from ..engine.backend import Backend
-from ..errors import ConfigError, TaskSpecError
+from ..errors import BackendLost, ConfigError, TaskSpecError
 from ..runtime import Runtime, _reset_default
 from ._errors import CLIError, describe
 from ._files import (
@@ -155,6 +156,11 @@ def _run(
             refused = config_error(exc)  # e.g. a benchmark the Dask workers cannot be sent
             if refused is None:
                 raise
+            if isinstance(refused, BackendLost):
+                raise CLIError(
+                    f"{refused}; the finished reports are in {out}; finish the rest with: "
+                    f"asynceval run {args.target} --resume {out} --dask ..."
+                ) from None
             raise CLIError(f"{refused}; finished reports are in {out}") from None
         raise CLIError(failure_line(error, True, args.target, out)) from None
     if stream.error is not None:
@@ -172,6 +178,8 @@ def _backend(spec: str | None) -> Backend | None:
         raise CLIError(
             f"--dask needs Dask distributed ({exc}); install it with: pip install 'asynceval[dask]'"
         ) from None
+    # Its client logs a lost scheduler as tracebacks; the run says it in one line instead.
+    logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
     if spec == "local" or spec.startswith("local:"):
         count = spec.removeprefix("local").removeprefix(":")
         if not count:

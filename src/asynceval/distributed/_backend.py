@@ -26,9 +26,15 @@ import anyio
 import cloudpickle
 import dask.config
 from distributed import Client, LocalCluster, Semaphore
+from distributed.client import FutureCancelledError
+from distributed.comm.core import CommClosedError
+from distributed.scheduler import KilledWorker
 
 from .. import events
-from ..errors import ConfigError
+from ..engine.report import build_report, error_entry
+from ..engine.status import TaskExecutionStatus
+from ..errors import BackendLost, ConfigError
+from ..llm.usage import UsageCounter
 from ._worker import (
     END_OF_EVENTS,
     PAUSE,
@@ -207,6 +213,17 @@ class _DaskSession:
         try:
             report: dict[str, Any] = await future
             return report
+        except KilledWorker as exc:  # it took down every worker it ran on: its own report
+            return _killed_report(unit, exc, waited)
+        except FutureCancelledError as exc:  # cancelled by the cluster, not by this run
+            raise BackendLost(
+                f"the Dask scheduler at {_address(self.client)} went away ({exc.reason}); "
+                "the run stopped"
+            ) from None
+        except (OSError, CommClosedError) as exc:
+            raise BackendLost(
+                f"lost the Dask scheduler at {_address(self.client)}: {type(exc).__name__}: {exc}"
+            ) from None
         finally:
             if not future.done():  # cancelled (Ctrl-C, the run's end): stop it on the cluster
                 with anyio.CancelScope(shield=True), anyio.move_on_after(5):
@@ -221,6 +238,24 @@ class _DaskSession:
             if self._expected <= self._ended:
                 return
             await self._all_ended.wait()
+
+
+def _killed_report(unit: Unit, error: KilledWorker, waited: float) -> dict[str, Any]:
+    """The report of a repetition whose worker died each time it ran (Dask gave up on it)."""
+    return build_report(
+        task_id=unit.task.id,
+        repeat_idx=unit.repeat_idx,
+        status=TaskExecutionStatus.UNKNOWN_EXECUTION_ERROR,
+        termination_reason=None,
+        eval_results=None,
+        error=error_entry(error),
+        traces={},
+        config={},
+        usage=UsageCounter().as_dict(),
+        queued_s=waited,
+        duration_s=0.0,
+        attempts=1,
+    )
 
 
 async def _close_semaphore(semaphore: Semaphore) -> None:

@@ -25,7 +25,7 @@ import anyio.to_thread
 from anyio.from_thread import BlockingPortal
 
 from .. import __version__, events
-from ..errors import ConfigError, TaskSpecError
+from ..errors import BackendLost, ConfigError, TaskSpecError
 from ..limits import ConcurrencyController
 from ..runtime import Runtime
 from .backend import Backend, Session
@@ -67,6 +67,8 @@ class Run:
         self.bench = benchmark
         self.backend = backend
         self._session: Session | None = None
+        self._backend_error: BackendLost | None = None
+        self._cancel_all = anyio.CancelScope()
         self.runtime = _runtime_for(benchmark)
         self.settings = self.runtime.settings
         self.max_tasks = benchmark.max_concurrent_tasks or self.settings.max_concurrent_tasks
@@ -192,6 +194,7 @@ class Run:
         outstanding = self._session.capacity if self._session is not None else self.max_tasks
         slots = anyio.Semaphore(outstanding)
         async with anyio.create_task_group() as tg:
+            self._cancel_all = tg.cancel_scope
             while True:
                 await slots.acquire()
                 try:
@@ -203,6 +206,8 @@ class Run:
                     slots.release()
                     break
                 tg.start_soon(self._run_unit, unit, slots)
+        if self._backend_error is not None:
+            raise self._backend_error
         if self._queue_error is not None:
             raise self._queue_error
 
@@ -245,7 +250,12 @@ class Run:
             task = unit.task
             await self.callbacks.fire("on_task_repeat_start", self.bench, task, unit.repeat_idx)
             if self._session is not None:
-                report = await self._session.run(unit)
+                try:
+                    report = await self._session.run(unit)
+                except BackendLost as exc:  # one error for the run, not one per repetition
+                    self._backend_error = self._backend_error or exc
+                    self._cancel_all.cancel()
+                    return
             else:
                 report = await self.repetitions.run(unit)
             self.counts[report["status"]] += 1  # counted before the write, which may be cut
