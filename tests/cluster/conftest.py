@@ -22,7 +22,7 @@ def local_cluster(n_workers: int = 2, threads: int = 20) -> LocalCluster:
             n_workers=n_workers,
             threads_per_worker=threads,
             processes=True,
-            dashboard_address=None,
+            dashboard_address=":0",  # no fixed port: several clusters may run
         )
 
 

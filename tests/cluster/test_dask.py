@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from datetime import datetime
@@ -194,3 +196,41 @@ async def test_a_429_on_one_worker_pauses_every_worker(
 
 def _seconds(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def test_a_run_whose_caller_is_killed_finishes_with_resume(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """`asynceval run --dask` SIGKILLed with reports on disk; `--resume` on the cluster finishes
+    the run: every task recorded once, and the provider never saw more than the limit."""
+    url, process = start_sim_server("--latency", "0.3")
+    target = Path(__file__).parents[2] / "examples" / "frameworks" / "openai_sdk_async.py"
+    out = tmp_path / "out"
+    command = [
+        sys.executable, "-m", "asynceval", "run", str(target), "--dask", cluster.scheduler_address,
+        "--base-url", url, "--max-concurrent-llm-calls", "2", "--quiet",
+    ]  # fmt: skip
+    try:
+        first = subprocess.Popen([*command, "--out", str(out)], cwd=tmp_path)
+        results = out / "results.jsonl"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and first.poll() is None:
+            if results.exists() and len(results.read_text().splitlines()) >= 4:
+                first.kill()
+                break
+            time.sleep(0.05)
+        assert first.wait(10) == -signal.SIGKILL, "the run ended before it could be killed"
+        before = len(read_records(results)[0]) - 1
+        done = subprocess.run(
+            [*command, "--resume", str(out)], cwd=tmp_path, capture_output=True, text=True,
+            timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        served = stats(url)
+    finally:
+        stop_sim_server(process)
+    records, _ = read_records(results)
+    reports = [r for r in records if r.get("type") != "header"]
+    pairs = [(r["task_id"], r["repeat_idx"]) for r in reports if r["status"] == "success"]
+    assert 3 <= before < 20 and len(pairs) == len(set(pairs)) == 20
+    assert served["max_in_flight"] <= 2, served

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import hashlib
 import os
 import sys
 import sysconfig
@@ -104,9 +105,17 @@ class DaskBackend:
 
     @asynccontextmanager
     async def session(
-        self, bench: Benchmark, settings: Settings, max_concurrent_tasks: int
+        self,
+        bench: Benchmark,
+        settings: Settings,
+        max_concurrent_tasks: int,
+        run_key: str | None = None,
     ) -> AsyncIterator[_DaskSession]:
-        run_id = f"asynceval-{uuid.uuid4().hex[:12]}"
+        # A run continued with --resume is the same run to the cluster: the same semaphore, so
+        # repetitions a killed caller left running still count against the limit, and the same
+        # plugin name, so registering it replaces (tears down) the one the killed caller left.
+        digest = hashlib.sha1(run_key.encode()).hexdigest() if run_key else uuid.uuid4().hex
+        run_id = f"asynceval-{digest[:12]}"
         sent = pickled_benchmark(bench)
         config = self._config()
         with dask.config.set(config):
@@ -144,7 +153,7 @@ class DaskBackend:
                     n_workers=n,
                     threads_per_worker=tasks,  # a worker runs at most nthreads tasks at once
                     processes=True,
-                    dashboard_address=None,
+                    dashboard_address=":0",  # no fixed port: several clusters may run
                     asynchronous=True,
                 )
             )

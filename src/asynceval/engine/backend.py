@@ -40,5 +40,12 @@ class Backend(Protocol):
     """Something that can open a `Session` for a run."""
 
     def session(
-        self, bench: Benchmark, settings: Settings, max_concurrent_tasks: int
-    ) -> AbstractAsyncContextManager[Session]: ...
+        self,
+        bench: Benchmark,
+        settings: Settings,
+        max_concurrent_tasks: int,
+        run_key: str | None = None,
+    ) -> AbstractAsyncContextManager[Session]:
+        """`run_key` names the run across processes (its results file's absolute path): a
+        resumed run has the same key as the run it continues, None when there is no file."""
+        ...

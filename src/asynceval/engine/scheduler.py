@@ -10,6 +10,7 @@ far, then the task's TimeoutAction may run it once more. Infrastructure failures
 
 from __future__ import annotations
 
+import os
 import platform
 import time
 from collections import Counter, deque
@@ -129,7 +130,7 @@ class Run:
         async with AsyncExitStack() as backend_stack:
             if self.backend is not None:
                 self._session = await backend_stack.enter_async_context(
-                    self.backend.session(self.bench, settings, self.max_tasks)
+                    self.backend.session(self.bench, settings, self.max_tasks, self._run_key())
                 )
             return await self._execute_on(controller, started)
 
@@ -172,6 +173,11 @@ class Run:
                 events.no_llm_calls(successes=self.counts["success"])
         await self.callbacks.fire("on_run_end", self.bench, self.reports)
         return self.reports
+
+    def _run_key(self) -> str | None:
+        if self.results_path is None:
+            return None
+        return os.path.abspath(os.fspath(self.results_path))
 
     def _header(self, controller: ConcurrencyController) -> dict[str, Any]:
         return {
