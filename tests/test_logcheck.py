@@ -87,3 +87,25 @@ def test_a_cli_run_against_a_capped_provider_checks_out(tmp_path: Path) -> None:
     assert check["ok"] and check["limit"] == 8 and check["max_in_flight"] <= 8
     assert check["limit_changes"] >= 1 and 1 <= check["lowest_endpoint_limit"] <= 4
     assert check["retries_by_status"].get("429", 0) >= 1 and check["failed_calls"] == 0
+
+
+def _call(name: str, call_id: str, at: str, worker: str | None) -> dict[str, Any]:
+    event = {"event": name, "call_id": call_id, "timestamp": f"2026-01-01T00:00:{at}Z"}
+    return event if worker is None else {**event, "worker": worker}
+
+
+def test_a_cluster_runs_events_are_replayed_in_time_order() -> None:
+    """Limit 1 on two workers: B's `acquired` arrived before A's `released` that made room for
+    it, but happened after it. Replayed by time the limit held; the same lines written by one
+    process (no `worker`) are taken in file order, and there they break it."""
+    start = {"event": "run_started", "max_concurrent_llm_calls": 1}
+    lines = [
+        ("acquired", "a", "00.100000", "A"),
+        ("acquired", "b", "00.300000", "B"),  # arrived first ...
+        ("released", "a", "00.290000", "A"),  # ... but A freed the slot 10 ms before
+        ("released", "b", "00.500000", "B"),
+    ]
+    cluster = check_events([start, *(_call(*line) for line in lines)])
+    assert cluster.max_in_flight == 1 and cluster.limit_held
+    local = check_events([start, *(_call(n, c, t, None) for n, c, t, _ in lines)])
+    assert local.max_in_flight == 2 and not local.limit_held

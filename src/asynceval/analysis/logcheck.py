@@ -10,7 +10,7 @@ never succeeded afterwards and no `llm_call_failed` recorded its end (SC-001).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from os import PathLike
 from typing import Any
@@ -87,14 +87,10 @@ def check_events(events: Iterable[dict[str, Any]], limit: int | None = None) -> 
     check = LogCheck(limit=limit)
     waits: list[float] = []
     helds: list[float] = []
-    replay: _Replay | None = None
-    for event in events:
-        if event.get("event") == "run_started" or replay is None:
-            if replay is not None:
-                replay.finish()
-            replay = _Replay(check, limit, event, waits, helds)
-        replay.feed(event)
-    if replay is not None:
+    for run in _runs(events):
+        replay = _Replay(check, limit, run[0], waits, helds)
+        for event in _in_time_order(run):
+            replay.feed(event)
         replay.finish()
     check.limit_held = all(run["limit_held"] for run in check.runs)
     check.queue_wait_p50_s = percentile(waits, 0.5)
@@ -102,6 +98,32 @@ def check_events(events: Iterable[dict[str, Any]], limit: int | None = None) -> 
     check.held_p50_s = percentile(helds, 0.5)
     check.held_p95_s = percentile(helds, 0.95)
     return check
+
+
+def _runs(events: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """The log cut into runs: each `run_started` begins one (events before the first are one)."""
+    run: list[dict[str, Any]] = []
+    for event in events:
+        if event.get("event") == "run_started" and run:
+            yield run
+            run = []
+        run.append(event)
+    if run:
+        yield run
+
+
+def _in_time_order(run: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A run's events in the order they happened. One process writes them in that order; a
+    cluster run's workers' events reach the caller's file in arrival order, which can put one
+    worker's `acquired` before the `released` on another worker that made room for it, so those
+    are ordered by their timestamps (the workers' clocks; on one machine, one clock), a
+    `released` first on a tie."""
+    if not any("worker" in event for event in run[1:]):
+        return run
+    head, rest = run[:1], run[1:]
+    return head + sorted(
+        rest, key=lambda e: (str(e.get("timestamp", "")), e.get("event") != "released")
+    )
 
 
 class _Replay:
