@@ -234,3 +234,18 @@ def test_a_run_whose_caller_is_killed_finishes_with_resume(
     pairs = [(r["task_id"], r["repeat_idx"]) for r in reports if r["status"] == "success"]
     assert 3 <= before < 20 and len(pairs) == len(set(pairs)) == 20
     assert served["max_in_flight"] <= 2, served
+
+
+async def test_requests_per_minute_hold_across_workers(
+    cluster: LocalCluster, sim: str, tmp_path: Path
+) -> None:
+    """LLM_REQUESTS_PER_MINUTE=8 on two workers: the provider gets 8 requests in the first
+    minute, not 8 per worker; the rest wait (here until their 3 s task timeout)."""
+    settings = Settings(max_concurrent_llm_calls=5, llm_requests_per_minute=8, task_timeout=3.0)
+    tasks = [Task(query=f"What is {i} + 2?", id=f"t{i}") for i in range(16)]
+    reports = await Sums(sim, settings=settings).run(
+        tasks, backend=DaskBackend(cluster.scheduler_address)
+    )
+    statuses = sorted(r["status"] for r in reports)
+    assert statuses == ["success"] * 8 + ["task_timeout"] * 8, statuses
+    assert stats(sim)["requests"] == 8

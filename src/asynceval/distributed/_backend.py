@@ -36,6 +36,7 @@ from ..engine.report import build_report, error_entry
 from ..engine.status import TaskExecutionStatus
 from ..errors import BackendLost, ConfigError
 from ..llm.usage import UsageCounter
+from ._rate import RatePlugin
 from ._worker import (
     END_OF_EVENTS,
     PAUSE,
@@ -138,6 +139,13 @@ class DaskBackend:
                 session = _DaskSession(client, run_id, workers, capacity)
                 client.subscribe_topic(topic(run_id), session.on_event)
                 stack.callback(client.unsubscribe_topic, topic(run_id))
+                requests, tokens = settings.llm_requests_per_minute, settings.llm_tokens_per_minute
+                if requests is not None or tokens is not None:
+                    rate_name = f"{run_id}-rate"
+                    await client.register_plugin(
+                        RatePlugin(run_id, requests, tokens), name=rate_name
+                    )
+                    stack.push_async_callback(_unregister, client, rate_name)
                 plugin = RunPlugin(run_id, sent, settings, config, max_concurrent_tasks)
                 await client.register_plugin(plugin, name=plugin_name(run_id))
                 stack.push_async_callback(session.finish)
@@ -265,6 +273,13 @@ def _killed_report(unit: Unit, error: KilledWorker, waited: float) -> dict[str, 
         duration_s=0.0,
         attempts=1,
     )
+
+
+async def _unregister(client: Client, name: str) -> None:
+    """The run's scheduler plugin goes; quietly, not to hide the run's outcome (the scheduler
+    may be gone)."""
+    with anyio.CancelScope(shield=True), anyio.move_on_after(5), contextlib.suppress(Exception):
+        await client.unregister_scheduler_plugin(name)
 
 
 async def _close_semaphore(semaphore: Semaphore) -> None:

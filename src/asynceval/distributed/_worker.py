@@ -30,6 +30,7 @@ from ..config import Settings
 from ..engine.repetition import Repetitions, Unit
 from ..engine.threads import ThreadRunner, threads_scope
 from ..runtime import Runtime
+from ._rate import ClusterRate
 from ._slots import ClusterSlots
 
 _run_id: ContextVar[str | None] = ContextVar("asynceval_dask_run", default=None)
@@ -117,8 +118,12 @@ class _WorkerRun:
         settings = plugin.settings
         self.run_id = plugin.run_id
         self.worker = plugin.worker.address
-        self.runtime = Runtime(settings)
         loop = asyncio.get_running_loop()
+        requests, tokens = settings.llm_requests_per_minute, settings.llm_tokens_per_minute
+        rate = None
+        if requests is not None or tokens is not None:  # the run's windows, on the scheduler
+            rate = ClusterRate(plugin.run_id, plugin.worker.scheduler, loop, requests, tokens)
+        self.runtime = Runtime(settings, rate=rate)
         worker = plugin.worker
 
         def share_pause(endpoint: str, seconds: float) -> None:
