@@ -27,15 +27,10 @@ import anyio
 import cloudpickle
 import dask.config
 from distributed import Client, LocalCluster, Semaphore
-from distributed.client import FutureCancelledError
-from distributed.comm.core import CommClosedError
-from distributed.scheduler import KilledWorker
 
 from .. import events
-from ..engine.report import build_report, error_entry
-from ..engine.status import TaskExecutionStatus
-from ..errors import BackendLost, ConfigError
-from ..llm.usage import UsageCounter
+from ..errors import ConfigError
+from ._batches import Batcher
 from ._rate import RatePlugin
 from ._worker import (
     END_OF_EVENTS,
@@ -44,7 +39,6 @@ from ._worker import (
     apply_pause,
     flush_events,
     plugin_name,
-    run_repetition,
     topic,
 )
 
@@ -195,6 +189,9 @@ class _DaskSession:
         self._all_ended = anyio.Event()
         self._expected: set[str] = set()
         self._background: set[asyncio.Future[Any]] = set()
+        # A quarter of a worker's share per batch: batches still spread over the workers.
+        size = min(32, capacity // (4 * max(workers, 1)))
+        self._batches = Batcher(client, run_id, size, lambda: _address(client))
 
     def on_event(self, event: tuple[float, Any]) -> None:
         """A worker's event line (or its end-of-events marker), written to our events sink."""
@@ -218,61 +215,19 @@ class _DaskSession:
         task.add_done_callback(self._background.discard)
 
     async def run(self, unit: Unit) -> dict[str, Any]:
-        waited = anyio.current_time() - unit.selected_at
-        future = self.client.submit(
-            run_repetition,
-            self.run_id,
-            unit,
-            waited,
-            key=f"{self.run_id}-{unit.task.id}-{unit.repeat_idx}-{uuid.uuid4().hex[:6]}",
-            pure=False,
-        )
-        try:
-            report: dict[str, Any] = await future
-            return report
-        except KilledWorker as exc:  # it took down every worker it ran on: its own report
-            return _killed_report(unit, exc, waited)
-        except FutureCancelledError as exc:  # cancelled by the cluster, not by this run
-            raise BackendLost(
-                f"the Dask scheduler at {_address(self.client)} went away ({exc.reason}); "
-                "the run stopped"
-            ) from None
-        except (OSError, CommClosedError) as exc:
-            raise BackendLost(
-                f"lost the Dask scheduler at {_address(self.client)}: {type(exc).__name__}: {exc}"
-            ) from None
-        finally:
-            if not future.done():  # cancelled (Ctrl-C, the run's end): stop it on the cluster
-                with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-                    await self.client.cancel([future])
+        return await self._batches.run(unit, anyio.current_time() - unit.selected_at)
 
     async def finish(self) -> None:
-        """Ask every worker for its end-of-events marker and wait (briefly) for all of them, so
-        the events file holds the workers' last lines before the run's own last line."""
+        """Stop batches still out (a run cancelled or failed), then ask every worker for its
+        end-of-events marker and wait (briefly) for all of them, so the events file holds the
+        workers' last lines before the run's own last line."""
+        await self._batches.aclose()
         with anyio.CancelScope(shield=True), anyio.move_on_after(_FLUSH_WAIT_S):
             replies = await self.client.run(flush_events, self.run_id, on_error="ignore")
             self._expected = {str(address) for address in replies.values() if address}
             if self._expected <= self._ended:
                 return
             await self._all_ended.wait()
-
-
-def _killed_report(unit: Unit, error: KilledWorker, waited: float) -> dict[str, Any]:
-    """The report of a repetition whose worker died each time it ran (Dask gave up on it)."""
-    return build_report(
-        task_id=unit.task.id,
-        repeat_idx=unit.repeat_idx,
-        status=TaskExecutionStatus.UNKNOWN_EXECUTION_ERROR,
-        termination_reason=None,
-        eval_results=None,
-        error=error_entry(error),
-        traces={},
-        config={},
-        usage=UsageCounter().as_dict(),
-        queued_s=waited,
-        duration_s=0.0,
-        attempts=1,
-    )
 
 
 async def _unregister(client: Client, name: str) -> None:

@@ -187,15 +187,24 @@ class _WorkerRun:
             refresh.stop()
 
 
-async def run_repetition(run_id: str, unit: Unit, waited_s: float) -> dict[str, Any]:
-    """A repetition, on a worker's event loop: its report. `waited_s` is how long it waited at
-    the caller before it was sent (the report's queued_s counts it, in this worker's clock)."""
+async def run_batch(run_id: str, items: list[tuple[Unit, float]]) -> list[dict[str, Any]]:
+    """A batch of repetitions, run at once on a worker's event loop: their reports, in order.
+    Each item's float is how long it waited at the caller before it was sent (its report's
+    queued_s counts it, in this worker's clock)."""
     worker = get_worker()
     plugin = worker.plugins[plugin_name(run_id)]
     assert isinstance(plugin, RunPlugin)
     state = await plugin.state()
-    unit.selected_at = anyio.current_time() - waited_s
-    return await state.run(unit)
+    reports: list[dict[str, Any]] = [{} for _ in items]
+
+    async def one(index: int, unit: Unit, waited_s: float) -> None:
+        unit.selected_at = anyio.current_time() - waited_s
+        reports[index] = await state.run(unit)
+
+    async with anyio.create_task_group() as tg:
+        for index, (unit, waited_s) in enumerate(items):
+            tg.start_soon(one, index, unit, waited_s)
+    return reports
 
 
 def apply_pause(run_id: str, endpoint: str, until: float, dask_worker: Worker) -> None:
