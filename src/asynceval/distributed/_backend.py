@@ -142,6 +142,8 @@ class DaskBackend:
                     stack.push_async_callback(_unregister, client, rate_name)
                 plugin = RunPlugin(run_id, sent, settings, config, max_concurrent_tasks)
                 await client.register_plugin(plugin, name=plugin_name(run_id))
+                # Before the semaphore closes: the workers give back their free leases.
+                stack.push_async_callback(_unregister_workers, client, plugin_name(run_id))
                 stack.push_async_callback(session.finish)
                 yield session
 
@@ -228,6 +230,12 @@ class _DaskSession:
             if self._expected <= self._ended:
                 return
             await self._all_ended.wait()
+
+
+async def _unregister_workers(client: Client, name: str) -> None:
+    """The run's worker plugin goes: each worker tears its run state down."""
+    with anyio.CancelScope(shield=True), anyio.move_on_after(10), contextlib.suppress(Exception):
+        await client.unregister_worker_plugin(name)
 
 
 async def _unregister(client: Client, name: str) -> None:

@@ -1,28 +1,39 @@
-"""The cluster-wide half of the LLM-call limit: one lease of a `distributed.Semaphore` per call.
+"""The cluster-wide half of the LLM-call limit: leases of one `distributed.Semaphore` per run.
 
-Each worker process takes its own FIFO slot first (`ConcurrencyController`), then one lease of
-the run's semaphore on the scheduler, so at most a worker's local share of callers waits at the
-scheduler. Leases are Dask's: refreshed by the semaphore while held, and handed back by the
-scheduler after the lease timeout when their worker dies.
+Each worker process takes its own FIFO slot first (`ConcurrencyController`), then a lease of
+the run's semaphore, so at most a worker's local share of callers waits on the cluster. Leases
+are Dask's: refreshed by the semaphore while held, handed back by the scheduler after the lease
+timeout when their worker dies.
+
+A round trip to the scheduler per call would cost both sides more CPU than the call itself, so
+a worker keeps the leases it has while its own callers wait for them: a lease given back here
+goes straight to the next local waiter. So that a busy worker cannot keep a share forever from
+the others, a lease held longer than `ROTATE_S` goes back to the scheduler when it is given
+back, and a free lease nobody here wants goes back after `LINGER_S`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
+import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import anyio
 
 _POLL_S = 0.5
-"""How long one acquire request waits at the scheduler before it asks again: the bound on how
-late a cancelled waiter leaves (each request is shielded, so a grant is never lost)."""
+"""How long one acquire request waits at the scheduler before it asks again."""
+ROTATE_S = 1.0
+LINGER_S = 0.05
 
 
 class ClusterSlots:
-    """`SharedLimit` over one `distributed.Semaphore` (see the module)."""
+    """`SharedLimit` over one `distributed.Semaphore` (see the module). Its state lives on the
+    worker's loop; `release` may come from any thread."""
 
     def __init__(
         self,
@@ -33,7 +44,14 @@ class ClusterSlots:
         self._semaphore = semaphore
         self._loop = loop
         self._on_pause = on_pause
-        self._releasing: set[asyncio.Task[Any]] = set()
+        self._held: deque[tuple[str, float]] = deque()  # every lease here, oldest first
+        self._free = 0  # of those, how many no call is using
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._getting = 0  # requests out at the scheduler
+        self._trim: asyncio.TimerHandle | None = None
+        self._background: set[asyncio.Task[None]] = set()
+        self._thread = threading.get_ident()
+        self._closed = False
 
     def paused(self, endpoint: str, seconds: float) -> None:
         """A 429 paused `endpoint` here: `on_pause` passes it on to every worker of the run."""
@@ -41,41 +59,110 @@ class ClusterSlots:
             self._on_pause(endpoint, seconds)
 
     async def acquire(self) -> None:
+        if self._free and not self._waiters:
+            self._free -= 1
+            return
+        waiter: asyncio.Future[None] = self._loop.create_future()
+        self._waiters.append(waiter)
+        self._get_more()
+        try:
+            await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self._given_back()  # handed a lease, then cancelled: it is free again
+            else:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
+            raise
+
+    def release(self) -> None:
+        """A call is done with its lease; from any thread, without waiting."""
+        if threading.get_ident() == self._thread:
+            self._given_back()
+        else:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: the lease times out
+                self._loop.call_soon_threadsafe(self._given_back)
+
+    def _given_back(self) -> None:
+        if self._closed and self._held:
+            self._return(self._held.popleft()[0])
+            return
+        if self._held and time.monotonic() - self._held[0][1] > ROTATE_S:
+            self._return(self._held.popleft()[0])  # the others' turn; our waiters ask again
+            self._get_more()
+            return
+        self._hand_on()
+
+    def _hand_on(self) -> None:
+        """One more lease is free here: to the first local waiter, else kept for `LINGER_S`."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._free += 1
+        if self._trim is None:
+            self._trim = self._loop.call_later(LINGER_S, self._give_back_free)
+
+    def _give_back_free(self) -> None:
+        self._trim = None
+        while self._free and self._held:
+            self._free -= 1
+            self._return(self._held.pop()[0])  # the newest: the oldest rotate out anyway
+
+    def _get_more(self) -> None:
+        """As many scheduler requests out as callers here wait for a lease."""
+        while self._getting < len(self._waiters):
+            self._getting += 1
+            self._spawn(self._get())
+
+    async def _get(self) -> None:
         semaphore = self._semaphore
-        await semaphore  # registered once
-        while True:
-            lease_id = uuid.uuid4().hex
-            # Shielded: a request cancelled on our side may still be granted on the scheduler's,
-            # and a grant nobody records would stay out until the lease timeout.
-            with anyio.CancelScope(shield=True):
+        try:
+            await semaphore  # registered once
+            while self._waiters:  # someone here still waits
+                lease_id = uuid.uuid4().hex
                 granted = await semaphore.scheduler.semaphore_acquire(
                     name=semaphore.name, timeout=_POLL_S, lease_id=lease_id
                 )
-            if granted:
-                semaphore._leases.append(lease_id)  # refreshed by the semaphore from now on
-                try:
-                    await anyio.lowlevel.checkpoint_if_cancelled()
-                except BaseException:
-                    self.release()
-                    raise
-                return
-            await anyio.lowlevel.checkpoint()
+                if granted:
+                    semaphore._leases.append(lease_id)  # refreshed by the semaphore from now on
+                    self._held.append((lease_id, time.monotonic()))
+                    self._hand_on()
+                    return
+        finally:
+            self._getting -= 1
 
-    def release(self) -> None:
-        """Give one lease back (leases are interchangeable), from any thread, without waiting."""
-        try:
-            lease_id = self._semaphore._leases.popleft()
-        except IndexError:  # nothing held: released already
-            return
-        with contextlib.suppress(RuntimeError):  # the worker's loop is closed: the lease times out
-            self._loop.call_soon_threadsafe(self._send_release, lease_id)
+    def _return(self, lease_id: str) -> None:
+        semaphore = self._semaphore
+        with contextlib.suppress(ValueError):
+            semaphore._leases.remove(lease_id)
+        self._spawn(self._send_release(lease_id))
 
-    def _send_release(self, lease_id: str) -> None:
-        task = self._loop.create_task(self._release(lease_id))
-        self._releasing.add(task)
-        task.add_done_callback(self._releasing.discard)
-
-    async def _release(self, lease_id: str) -> None:
+    async def _send_release(self, lease_id: str) -> None:
         semaphore = self._semaphore
         with contextlib.suppress(Exception):  # the scheduler is gone: nothing holds the lease
             await semaphore.scheduler.semaphore_release(name=semaphore.name, lease_id=lease_id)
+
+    def _spawn(self, work: Any) -> None:
+        task = self._loop.create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def aclose(self) -> None:
+        """The run is over here: stop asking and give back the free leases now; a lease still
+        in use (a call a killed caller left running) goes back when its call ends, so it keeps
+        counting against the limit until then."""
+        self._closed = True
+        for task in list(self._background):
+            task.cancel()
+        for waiter in self._waiters:
+            waiter.cancel()
+        with anyio.move_on_after(5):
+            async with anyio.create_task_group() as tg:
+                while self._free and self._held:
+                    self._free -= 1
+                    lease_id = self._held.pop()[0]
+                    with contextlib.suppress(ValueError):
+                        self._semaphore._leases.remove(lease_id)
+                    tg.start_soon(self._send_release, lease_id)

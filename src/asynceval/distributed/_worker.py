@@ -132,7 +132,8 @@ class _WorkerRun:
             message = [PAUSE, endpoint, time.time() + seconds]
             worker.log_event(topic(plugin.run_id), message)
 
-        self.runtime.limiter.shared = ClusterSlots(semaphore, loop, share_pause)
+        self.slots = ClusterSlots(semaphore, loop, share_pause)
+        self.runtime.limiter.shared = self.slots
         self.semaphore = semaphore
         bench = cloudpickle.loads(plugin.bench)
         self.repetitions = Repetitions(bench, settings, self.runtime.retry_policy)
@@ -181,6 +182,7 @@ class _WorkerRun:
             await self._stopped.wait()
         with contextlib.suppress(Exception):
             await self.runtime.aclose()
+        await self.slots.aclose()
         # Only this worker's lease refreshes stop: the semaphore is the run's, closed by the caller.
         refresh = getattr(self.semaphore, "refresh_callback", None)
         if refresh is not None:
