@@ -138,12 +138,15 @@ def main() -> None:
     args = parser.parse_args()
     out = Path(tempfile.mkdtemp(prefix="asynceval-dask-"))
     configure_logging(Settings(log_file=str(out / "events.jsonl")))
-    with dask.config.set({"distributed.worker.daemon": True}), LocalCluster(
-        n_workers=WORKERS,
-        threads_per_worker=100,
-        processes=True,
-        dashboard_address=":0",
-    ) as cluster:
+    with (
+        dask.config.set({"distributed.worker.daemon": True}),
+        LocalCluster(
+            n_workers=WORKERS,
+            threads_per_worker=100,
+            processes=True,
+            dashboard_address=":0",
+        ) as cluster,
+    ):
         address = cluster.scheduler_address
         anyio.run(scoring, args.scoring, address, out)
         with sim_server(0.05) as base_url:

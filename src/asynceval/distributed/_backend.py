@@ -209,7 +209,11 @@ class _DaskSession:
             if self._expected and self._expected <= self._ended:
                 self._all_ended.set()
             return
-        events.forward(str(message))
+        if isinstance(message, list | tuple):  # a batch of a worker's event lines
+            for line in message:
+                events.forward(str(line))
+        else:
+            events.forward(str(message))
 
     def _spawn(self, work: Any) -> None:
         task = asyncio.ensure_future(work)

@@ -14,6 +14,7 @@ import contextlib
 import io
 import os
 import sys
+import threading
 import time
 from contextvars import ContextVar
 from typing import Any, TextIO, cast
@@ -50,23 +51,45 @@ def plugin_name(run_id: str) -> str:
 
 class _Forward(io.TextIOBase):
     """The worker's event stream: a line written while a run's repetition is running goes to
-    that run's topic (so to the caller's events file); any other line to stderr."""
+    that run's topic (so to the caller's events file); any other line to stderr. Lines go out
+    in batches, one message every `FORWARD_S` per run (a message per line cost the scheduler
+    and the caller more than the lines)."""
 
     def __init__(self, worker: Worker) -> None:
         self._worker = worker
+        self._lock = threading.Lock()
+        self._lines: dict[str, list[str]] = {}  # run -> lines not sent yet
 
     def write(self, line: str) -> int:
         run = _run_id.get()
         if run is None or not line.strip():
             return sys.stderr.write(line)
-        self._worker.log_event(topic(run), line.rstrip("\n"))
+        with self._lock:
+            lines = self._lines.get(run)
+            first = lines is None
+            if first:
+                lines = self._lines[run] = []
+            lines.append(line.rstrip("\n"))  # type: ignore[union-attr]
+        if first:  # the loop sends this run's lines a moment from now, with those that follow
+            self._worker.loop.add_callback(self._later, run)
         return len(line)
+
+    def _later(self, run: str) -> None:
+        asyncio.get_running_loop().call_later(FORWARD_S, self.send, run)
+
+    def send(self, run: str) -> None:
+        """Send `run`'s waiting lines now (on the worker's loop)."""
+        with self._lock:
+            lines = self._lines.pop(run, None)
+        if lines:
+            self._worker.log_event(topic(run), lines)
 
     def flush(self) -> None:
         pass
 
 
-_forwarding: set[Worker] = set()  # workers of this process whose events are forwarded
+FORWARD_S = 0.02
+_forwards: dict[Worker, _Forward] = {}
 
 
 class RunPlugin(WorkerPlugin):
@@ -87,9 +110,9 @@ class RunPlugin(WorkerPlugin):
         dask.config.set(self.config)  # the run's lease timeout, for the semaphore made here
         self.worker = worker
         # A worker in the caller's own process (a threaded cluster) writes to the caller's sink.
-        if os.getpid() != self.caller_pid and worker not in _forwarding:
-            _forwarding.add(worker)
-            events.configure_logging(self.settings, stream=cast(TextIO, _Forward(worker)))
+        if os.getpid() != self.caller_pid and worker not in _forwards:
+            forward = _forwards[worker] = _Forward(worker)
+            events.configure_logging(self.settings, stream=cast(TextIO, forward))
 
     async def state(self) -> _WorkerRun:
         """The run's state on this worker, built once however many repetitions ask at once
@@ -220,6 +243,9 @@ def apply_pause(run_id: str, endpoint: str, until: float, dask_worker: Worker) -
 
 
 def flush_events(run_id: str, dask_worker: Worker) -> str:
-    """Send the end-of-events marker on the run's topic (after every event sent before it)."""
+    """Send the run's waiting event lines, then the end-of-events marker on its topic."""
+    forward = _forwards.get(dask_worker)
+    if forward is not None:
+        forward.send(run_id)
     dask_worker.log_event(topic(run_id), [END_OF_EVENTS, str(dask_worker.address)])
     return str(dask_worker.address)
