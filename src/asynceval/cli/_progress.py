@@ -48,6 +48,7 @@ class Progress:
         self.stream = stream
         self.plain_every = plain_every
         self.statuses: Counter[str] = Counter()
+        self.remote_in_flight: int | None = None  # calls out on cluster workers (their events)
         self.retries = 0
         self.timeouts = 0  # LLM call attempts that ran out of time
         self.task_timeouts = 0  # repetitions that ended as task_timeout
@@ -65,6 +66,9 @@ class Progress:
                 self.scored += 1
                 self.passed += float(score)
             self.task_timeouts += status == "task_timeout"
+        elif event in ("acquired", "released") and "worker" in fields:
+            step = 1 if event == "acquired" else -1
+            self.remote_in_flight = max(0, (self.remote_in_flight or 0) + step)
         elif event == "retry":
             self.retries += 1
         elif event == "timeout":
@@ -87,7 +91,7 @@ class Progress:
         return {
             "done": done,
             "total": self.total,
-            "in_flight": stats.active,
+            "in_flight": stats.active if self.remote_in_flight is None else self.remote_in_flight,
             "limit": stats.limit,
             "queued": stats.waiting,
             "retries": self.retries,
