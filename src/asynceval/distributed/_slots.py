@@ -52,6 +52,7 @@ class ClusterSlots:
         self._background: set[asyncio.Task[None]] = set()
         self._thread = threading.get_ident()
         self._closed = False
+        self._no_getters: anyio.Event | None = None  # set when the last request is back
 
     def paused(self, endpoint: str, seconds: float) -> None:
         """A 429 paused `endpoint` here: `on_pause` passes it on to every worker of the run."""
@@ -120,18 +121,26 @@ class ClusterSlots:
         semaphore = self._semaphore
         try:
             await semaphore  # registered once
-            while self._waiters:  # someone here still waits
+            while self._waiters and not self._closed:  # someone here still waits
                 lease_id = uuid.uuid4().hex
-                granted = await semaphore.scheduler.semaphore_acquire(
-                    name=semaphore.name, timeout=_POLL_S, lease_id=lease_id
-                )
+                try:
+                    # Shielded (at most _POLL_S): a grant must never be lost on our side.
+                    with anyio.CancelScope(shield=True):
+                        granted = await semaphore.scheduler.semaphore_acquire(
+                            name=semaphore.name, timeout=_POLL_S, lease_id=lease_id
+                        )
+                except Exception:  # the scheduler did not answer: ask again shortly (if it is
+                    await asyncio.sleep(_POLL_S)  # gone for good, the caller ends the run)
+                    continue
                 if granted:
                     semaphore._leases.append(lease_id)  # refreshed by the semaphore from now on
                     self._held.append((lease_id, time.monotonic()))
-                    self._hand_on()
+                    self._given_back() if self._closed else self._hand_on()
                     return
         finally:
             self._getting -= 1
+            if not self._getting and self._no_getters is not None:
+                self._no_getters.set()
 
     def _return(self, lease_id: str) -> None:
         semaphore = self._semaphore
@@ -154,10 +163,12 @@ class ClusterSlots:
         in use (a call a killed caller left running) goes back when its call ends, so it keeps
         counting against the limit until then."""
         self._closed = True
-        for task in list(self._background):
-            task.cancel()
         for waiter in self._waiters:
             waiter.cancel()
+        if self._getting:
+            self._no_getters = anyio.Event()
+            with anyio.move_on_after(2 * _POLL_S):  # requests out end within one poll
+                await self._no_getters.wait()
         with anyio.move_on_after(5):
             async with anyio.create_task_group() as tg:
                 while self._free and self._held:
