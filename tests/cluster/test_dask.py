@@ -249,3 +249,37 @@ async def test_requests_per_minute_hold_across_workers(
     statuses = sorted(r["status"] for r in reports)
     assert statuses == ["success"] * 8 + ["task_timeout"] * 8, statuses
     assert stats(sim)["requests"] == 8
+
+
+def test_ctrl_c_at_the_caller_cancels_the_clusters_work_and_keeps_reports(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    url, process = start_sim_server("--latency", "0.3")
+    target = Path(__file__).parents[2] / "examples" / "frameworks" / "openai_sdk_async.py"
+    out = tmp_path / "out"
+    try:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "asynceval", "run", str(target), "--dask",
+             cluster.scheduler_address, "--base-url", url, "--max-concurrent-llm-calls", "2",
+             "--quiet", "--out", str(out)],
+            cwd=tmp_path, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        results = out / "results.jsonl"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and run.poll() is None:
+            if results.exists() and len(results.read_text().splitlines()) >= 3:
+                run.send_signal(signal.SIGINT)
+                break
+            time.sleep(0.05)
+        _, stderr = run.communicate(timeout=30)
+    finally:
+        stop_sim_server(process)
+    assert run.returncode == 130, stderr
+    assert "interrupted:" in stderr and "--resume" in stderr
+    records, damaged = read_records(results)
+    assert damaged == 0 and len(records) - 1 >= 2
+    with Client(cluster) as client:  # nothing of the run is left on the cluster
+        left = client.run_on_scheduler(
+            lambda dask_scheduler: [str(key) for key in dask_scheduler.tasks]
+        )
+    assert not [key for key in left if "asynceval" in key], left

@@ -29,6 +29,7 @@ _POLL_S = 0.5
 """How long one acquire request waits at the scheduler before it asks again."""
 ROTATE_S = 1.0
 LINGER_S = 0.05
+CLOSE_WAIT_S = 2.0
 
 
 class ClusterSlots:
@@ -52,7 +53,7 @@ class ClusterSlots:
         self._background: set[asyncio.Task[None]] = set()
         self._thread = threading.get_ident()
         self._closed = False
-        self._no_getters: anyio.Event | None = None  # set when the last request is back
+        self._settled: anyio.Event | None = None  # set at each change, once closing
 
     def paused(self, endpoint: str, seconds: float) -> None:
         """A 429 paused `endpoint` here: `on_pause` passes it on to every worker of the run."""
@@ -139,10 +140,14 @@ class ClusterSlots:
                     return
         finally:
             self._getting -= 1
-            if not self._getting and self._no_getters is not None:
-                self._no_getters.set()
+            self._changed()
+
+    def _changed(self) -> None:
+        if self._settled is not None:
+            self._settled.set()
 
     def _return(self, lease_id: str) -> None:
+        self._changed()
         semaphore = self._semaphore
         with contextlib.suppress(ValueError):
             semaphore._leases.remove(lease_id)
@@ -159,21 +164,23 @@ class ClusterSlots:
         task.add_done_callback(self._background.discard)
 
     async def aclose(self) -> None:
-        """The run is over here: stop asking and give back the free leases now; a lease still
-        in use (a call a killed caller left running) goes back when its call ends, so it keeps
-        counting against the limit until then."""
+        """The run is over here: stop asking, give back the free leases, and wait a moment
+        (`CLOSE_WAIT_S`) for those in use to come back as their calls end (cancelled with the
+        run); a lease whose call runs on longer (one a killed caller left running) goes back when
+        it ends, and counts against the limit until then."""
         self._closed = True
         for waiter in self._waiters:
             waiter.cancel()
-        if self._getting:
-            self._no_getters = anyio.Event()
-            with anyio.move_on_after(2 * _POLL_S):  # requests out end within one poll
-                await self._no_getters.wait()
-        with anyio.move_on_after(5):
-            async with anyio.create_task_group() as tg:
+        with anyio.move_on_after(CLOSE_WAIT_S):
+            while True:
                 while self._free and self._held:
                     self._free -= 1
-                    lease_id = self._held.pop()[0]
-                    with contextlib.suppress(ValueError):
-                        self._semaphore._leases.remove(lease_id)
-                    tg.start_soon(self._send_release, lease_id)
+                    self._return(self._held.pop()[0])
+                if not (self._getting or self._held):
+                    break  # requests end within a poll, calls as they can
+                self._settled = anyio.Event()
+                await self._settled.wait()
+        with anyio.move_on_after(CLOSE_WAIT_S):  # the releases reach the scheduler
+            for task in list(self._background):
+                with contextlib.suppress(BaseException):
+                    await task
