@@ -7,6 +7,8 @@ import ast
 import importlib
 import inspect
 import pkgutil
+import subprocess
+import sys
 from pathlib import Path
 
 import asynceval
@@ -127,3 +129,23 @@ def test_functions_stay_under_sixty_lines() -> None:
                 if length > 60:
                     long.append(f"{path.relative_to(SRC)}:{node.name} ({length} lines)")
     assert not long
+
+
+def test_a_run_without_a_backend_never_imports_distributed() -> None:
+    """Dask is an extra: the package, a whole run and the CLI's `run` without --dask leave
+    `distributed` (and dask) unimported."""
+    script = (
+        "import sys\n"
+        "from asynceval import Benchmark, Task\n"
+        "class B(Benchmark):\n"
+        "    async def setup_agents(self, agent_data, environment, task, user):\n"
+        "        return [lambda query: 'ok'], {}\n"
+        "B().run_sync([Task(query='q', id='a')])\n"
+        "import asynceval.cli._run\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('distributed', 'dask'))\n"
+        "print(loaded)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]", done.stdout

@@ -283,3 +283,37 @@ def test_ctrl_c_at_the_caller_cancels_the_clusters_work_and_keeps_reports(
             lambda dask_scheduler: [str(key) for key in dask_scheduler.tasks]
         )
     assert not [key for key in left if "asynceval" in key], left
+
+
+async def test_workers_with_one_thread_still_run_many_repetitions_at_once(sim: str) -> None:
+    """`dask worker --nthreads 1`: a worker runs one Dask task at a time, but the repetitions
+    travel in batches, so the provider still sees the limit's worth of calls at once."""
+    settings = Settings(max_concurrent_llm_calls=8, max_concurrent_tasks=8)
+    with local_cluster(threads=1) as cluster:
+        reports = await Sums(sim, settings=settings).run(
+            [Task(query=f"What is {i} + 2?", id=f"t{i}") for i in range(32)],
+            backend=DaskBackend(cluster.scheduler_address),
+        )
+    assert {r["status"] for r in reports} == {"success"}
+    served = stats(sim)
+    assert 6 <= served["max_in_flight"] <= 8, served
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("local:0", "--dask local:N needs a number of workers >= 1, got 'local:0'"),
+        ("local:two", "--dask local:N needs a number of workers >= 1, got 'local:two'"),
+    ],
+)
+def test_a_bad_dask_option_is_one_line(spec: str, message: str, tmp_path: Path) -> None:
+    """(An unreachable address is one line too, after Dask's 10 s of connection attempts.)"""
+    target = Path(__file__).parents[2] / "examples" / "arithmetic.py"
+    done = subprocess.run(
+        [sys.executable, "-m", "asynceval", "run", str(target), "--dask", spec, "--quiet",
+         "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], done.stderr

@@ -161,7 +161,7 @@ def _run(
                     f"{refused}; the finished reports are in {out}; finish the rest with: "
                     f"asynceval run {args.target} --resume {out} --dask ..."
                 ) from None
-            raise CLIError(f"{refused}; finished reports are in {out}") from None
+            raise CLIError(str(refused)) from None
         raise CLIError(failure_line(error, True, args.target, out)) from None
     if stream.error is not None:
         raise CLIError(failure_line(stream.error, stopped, args.target, out))

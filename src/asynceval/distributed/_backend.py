@@ -1,10 +1,10 @@
 """`DaskBackend`: a run's repetitions on a Dask distributed cluster, one LLM-call limit for all.
 
 The caller keeps the queue, the results file, resume, callbacks, progress and the summary (the
-engine's `Run`); each repetition is one Dask task, an `async def` run on a worker's event loop.
-At most `capacity` (workers x MAX_CONCURRENT_TASKS) are outstanding, so memory on both sides
-stays bounded by the concurrency. A repetition whose worker dies is re-run by Dask on another
-worker; its report is recorded once, when its future completes.
+engine's `Run`); repetitions run on the workers' event loops, sent in batches (`_batches`). At
+most `capacity` (workers x MAX_CONCURRENT_TASKS) are outstanding, so memory on both sides stays
+bounded by the concurrency. A repetition whose worker dies is re-run by Dask on another worker;
+its report is recorded once, when its batch completes.
 """
 
 from __future__ import annotations
@@ -128,9 +128,12 @@ class DaskBackend:
                     loop=client.loop,
                 )
                 stack.push_async_callback(_close_semaphore, semaphore)
-                # A worker runs at most nthreads tasks at once (async ones too): no more are sent.
-                capacity = sum(min(n, max_concurrent_tasks) for n in nthreads.values())
-                session = _DaskSession(client, run_id, workers, capacity)
+                # A worker runs at most nthreads Dask tasks (batches) at once, async ones too:
+                # batches are big enough that its threads hold MAX_CONCURRENT_TASKS repetitions.
+                tasks = max_concurrent_tasks
+                threads = max(1, min(min(nthreads.values()), tasks))
+                size = min(32, max(1, -(-tasks // threads), tasks // 4))
+                session = _DaskSession(client, run_id, workers, workers * tasks, size)
                 client.subscribe_topic(topic(run_id), session.on_event)
                 stack.callback(client.unsubscribe_topic, topic(run_id))
                 requests, tokens = settings.llm_requests_per_minute, settings.llm_tokens_per_minute
@@ -181,7 +184,9 @@ class DaskBackend:
 class _DaskSession:
     """One run's use of the cluster (the engine's `Session`)."""
 
-    def __init__(self, client: Client, run_id: str, workers: int, capacity: int) -> None:
+    def __init__(
+        self, client: Client, run_id: str, workers: int, capacity: int, batch_size: int
+    ) -> None:
         self.client = client
         self.run_id = run_id
         self.workers = workers
@@ -191,9 +196,7 @@ class _DaskSession:
         self._all_ended = anyio.Event()
         self._expected: set[str] = set()
         self._background: set[asyncio.Future[Any]] = set()
-        # A quarter of a worker's share per batch: batches still spread over the workers.
-        size = min(32, capacity // (4 * max(workers, 1)))
-        self._batches = Batcher(client, run_id, size, lambda: _address(client))
+        self._batches = Batcher(client, run_id, batch_size, lambda: _address(client))
 
     def on_event(self, event: tuple[float, Any]) -> None:
         """A worker's event line (or its end-of-events marker), written to our events sink."""
