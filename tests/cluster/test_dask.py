@@ -22,7 +22,7 @@ from asynceval import Benchmark, BenchmarkCallback, OpenAIChatModel, Settings, T
 from asynceval.analysis import check_events
 from asynceval.distributed import DaskBackend
 from asynceval.engine import read_records
-from asynceval.errors import ConfigError
+from asynceval.errors import BackendLost, ConfigError
 
 from ..conftest import EventLog, start_sim_server, stop_sim_server
 from .conftest import LEASE_TIMEOUT_S, async_local_cluster
@@ -79,12 +79,16 @@ async def test_the_limit_holds_across_workers_on_the_wire(
     assert served["requests"] == 60 and served["max_in_flight"] == 5, served
     events = event_log.all()
     (started,) = [e for e in events if e["event"] == "run_started"]
+    (finished_event,) = [e for e in events if e["event"] == "run_finished"]
     assert started["backend"] == "dask" and started["workers"] == 2
     acquired = [e for e in events if e["event"] == "acquired"]
     assert len(acquired) == 60 and len({e["worker"] for e in acquired}) == 2
     assert len([e for e in events if e["event"] == "released"]) == 60
     check = check_events(events)
     assert check.max_in_flight <= 5 and check.ok, check
+    # every worker's event is in before the run's last line
+    after = events[events.index(finished_event) :]
+    assert not [e for e in after if "worker" in e], after
 
 
 async def test_a_repetition_that_raises_on_a_worker_is_a_report(
@@ -257,7 +261,7 @@ async def test_requests_per_minute_hold_across_workers(
 def test_ctrl_c_at_the_caller_cancels_the_clusters_work_and_keeps_reports(
     cluster: LocalCluster, tmp_path: Path
 ) -> None:
-    url, process = start_sim_server("--latency", "0.3")
+    url, process = start_sim_server("--latency", "0.5")
     target = Path(__file__).parents[2] / "examples" / "frameworks" / "openai_sdk_async.py"
     out = tmp_path / "out"
     try:
@@ -285,7 +289,14 @@ def test_ctrl_c_at_the_caller_cancels_the_clusters_work_and_keeps_reports(
         left = client.run_on_scheduler(
             lambda dask_scheduler: [str(key) for key in dask_scheduler.tasks]
         )
+        # nor running on a worker (Dask does not stop a task that executes: the run's end does)
+        # (the run had seconds of work left; stopped, it is gone within about one call)
+        deadline, executing = time.monotonic() + 2, {"?": 1}
+        while time.monotonic() < deadline and any(executing.values()):
+            executing = client.run(lambda dask_worker: len(dask_worker.state.executing))
+            time.sleep(0.1)
     assert not [key for key in left if "asynceval" in key], left
+    assert not any(executing.values()), executing
 
 
 async def test_workers_with_one_thread_still_run_many_repetitions_at_once(sim: str) -> None:
@@ -320,3 +331,18 @@ def test_a_bad_dask_option_is_one_line(spec: str, message: str, tmp_path: Path) 
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], done.stderr
+
+
+async def test_agent_data_the_cluster_cannot_take_ends_the_run_with_one_error(
+    cluster: LocalCluster, sim: str
+) -> None:
+    """Repetitions that cannot be sent (their agent_data does not pickle) end the run with one
+    BackendLost naming the cause, at once; nothing hangs."""
+    bench = Sums(sim, settings=Settings(max_concurrent_llm_calls=5))
+    tasks = [Task(query=f"What is {i} + 2?", id=f"t{i}") for i in range(6)]
+    with anyio.fail_after(30), pytest.raises(BackendLost, match="could not run repetitions"):
+        await bench.run(
+            tasks,
+            agent_data={"lock": threading.Lock()},
+            backend=DaskBackend(cluster.scheduler_address),
+        )

@@ -31,7 +31,7 @@ from distributed import Client, LocalCluster, Semaphore
 from .. import events
 from ..errors import ConfigError
 from ._batches import Batcher
-from ._rate import RatePlugin
+from ._rate import RatePlugin, forget_run
 from ._worker import (
     END_OF_EVENTS,
     PAUSE,
@@ -90,8 +90,11 @@ class DaskBackend:
         return f"DaskBackend({target!r}, n_workers={self.n_workers}, lease_timeout={self.lease_timeout})"
 
     def _config(self) -> dict[str, Any]:
+        """The lease settings the run's semaphore is made under (workers get them too, so none
+        keeps an earlier run's): `lease_timeout`, else Dask's configured value, sent explicitly."""
         if self.lease_timeout is None:
-            return {}
+            key = "distributed.scheduler.locks.lease-timeout"
+            return {key: dask.config.get(key)}
         timeout = self.lease_timeout
         return {
             "distributed.scheduler.locks.lease-timeout": f"{timeout}s",
@@ -120,10 +123,13 @@ class DaskBackend:
                 workers = len(nthreads)
                 if workers == 0:
                     raise ConfigError(f"the Dask cluster at {_address(client)} has no workers")
-                # Registered here first, so the run's lease timeout is the semaphore's.
+                # Registered here first, so the run's lease timeout is the semaphore's. Its name
+                # holds the limit: a resumed run with another limit gets a semaphore of its own.
+                limit = settings.max_concurrent_llm_calls
+                semaphore_name = f"{run_id}-{limit}"
                 semaphore = await Semaphore(
-                    max_leases=settings.max_concurrent_llm_calls,
-                    name=run_id,
+                    max_leases=limit,
+                    name=semaphore_name,
                     scheduler_rpc=client.scheduler,
                     loop=client.loop,
                 )
@@ -142,8 +148,10 @@ class DaskBackend:
                     await client.register_plugin(
                         RatePlugin(run_id, requests, tokens), name=rate_name
                     )
-                    stack.push_async_callback(_unregister, client, rate_name)
-                plugin = RunPlugin(run_id, sent, settings, config, max_concurrent_tasks)
+                    stack.push_async_callback(_unregister, client, rate_name, run_id)
+                plugin = RunPlugin(
+                    run_id, sent, settings, config, max_concurrent_tasks, semaphore_name
+                )
                 await client.register_plugin(plugin, name=plugin_name(run_id))
                 # Before the semaphore closes: the workers give back their free leases.
                 stack.push_async_callback(_unregister_workers, client, plugin_name(run_id))
@@ -173,9 +181,13 @@ class DaskBackend:
                 and getattr(target.loop, "asyncio_loop", None) is _running_loop()
             ):
                 return target
-            target = _address(target)
+            security, target = target.security, _address(target)  # TLS settings included
+        else:
+            security = None
         try:
-            client = await stack.enter_async_context(Client(target, asynchronous=True, timeout=10))
+            client = await stack.enter_async_context(
+                Client(target, asynchronous=True, timeout=10, security=security)
+            )
             return client
         except OSError as exc:
             raise ConfigError(f"cannot reach the Dask scheduler at {target}: {exc}") from None
@@ -196,6 +208,7 @@ class _DaskSession:
         self._all_ended = anyio.Event()
         self._expected: set[str] = set()
         self._background: set[asyncio.Future[Any]] = set()
+        self._flushed = False
         self._batches = Batcher(client, run_id, batch_size, lambda: _address(client))
 
     def on_event(self, event: tuple[float, Any]) -> None:
@@ -227,10 +240,17 @@ class _DaskSession:
         return await self._batches.run(unit, anyio.current_time() - unit.selected_at)
 
     async def finish(self) -> None:
-        """Stop batches still out (a run cancelled or failed), then ask every worker for its
-        end-of-events marker and wait (briefly) for all of them, so the events file holds the
-        workers' last lines before the run's own last line."""
+        """Stop batches still out (a run cancelled or failed), here and on the workers, and
+        take the workers' last events."""
         await self._batches.aclose()
+        await self.flush_events()
+
+    async def flush_events(self) -> None:
+        """Ask every worker for its end-of-events marker and wait (briefly) for all of them, so
+        the events file holds the workers' last lines before the run's `run_finished`."""
+        if self._flushed:
+            return
+        self._flushed = True
         with anyio.CancelScope(shield=True), anyio.move_on_after(_FLUSH_WAIT_S):
             replies = await self.client.run(flush_events, self.run_id, on_error="ignore")
             self._expected = {str(address) for address in replies.values() if address}
@@ -245,11 +265,12 @@ async def _unregister_workers(client: Client, name: str) -> None:
         await client.unregister_worker_plugin(name)
 
 
-async def _unregister(client: Client, name: str) -> None:
-    """The run's scheduler plugin goes; quietly, not to hide the run's outcome (the scheduler
-    may be gone)."""
+async def _unregister(client: Client, name: str, run_id: str) -> None:
+    """The run's scheduler plugin and its windows go; quietly, not to hide the run's outcome
+    (the scheduler may be gone)."""
     with anyio.CancelScope(shield=True), anyio.move_on_after(5), contextlib.suppress(Exception):
         await client.unregister_scheduler_plugin(name)
+        await client.run_on_scheduler(forget_run, run_id)
 
 
 async def _close_semaphore(semaphore: Semaphore) -> None:

@@ -27,7 +27,7 @@ from ..engine.report import build_report, error_entry
 from ..engine.status import TaskExecutionStatus
 from ..errors import BackendLost
 from ..llm.usage import UsageCounter
-from ._worker import run_batch
+from ._worker import cancel_batches, run_batch
 
 if TYPE_CHECKING:
     from ..engine.repetition import Unit
@@ -70,13 +70,17 @@ class Batcher:
         if not batch:
             return
         first = batch[0][0]
-        future = self.client.submit(
-            run_batch,
-            self.run_id,
-            [(unit, waited) for unit, waited, _ in batch],
-            key=f"{self.run_id}-{first.task.id}-{first.repeat_idx}-{uuid.uuid4().hex[:8]}",
-            pure=False,
-        )
+        try:
+            future = self.client.submit(
+                run_batch,
+                self.run_id,
+                [(unit, waited) for unit, waited, _ in batch],
+                key=f"{self.run_id}-{first.task.id}-{first.repeat_idx}-{uuid.uuid4().hex[:8]}",
+                pure=False,
+            )
+        except Exception as exc:  # e.g. a task or its agent_data that cannot be pickled
+            _fail(batch, _cannot_run(exc, self._address()))
+            return
         self._submitted.add(future)
         task = asyncio.get_running_loop().create_task(self._collect(future, batch))
         self._collecting.add(task)
@@ -103,6 +107,9 @@ class Batcher:
             for _, _, waiting in batch:
                 waiting.cancel()
             raise
+        except Exception as exc:  # anything else the cluster raised: the run's one error
+            _fail(batch, _cannot_run(exc, self._address()))
+            return
         finally:
             self._submitted.discard(future)
         for (_, _, waiting), report in zip(batch, reports, strict=True):
@@ -115,9 +122,16 @@ class Batcher:
             self._timer.cancel()
         for task in list(self._collecting):
             task.cancel()
-        if self._submitted:
+        if self._submitted:  # Dask does not stop a batch that runs: the workers stop them
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                 await self.client.cancel(list(self._submitted))
+                await self.client.run(cancel_batches, self.run_id, on_error="ignore")
+
+
+def _cannot_run(error: Exception, address: str) -> BackendLost:
+    return BackendLost(
+        f"the Dask cluster at {address} could not run repetitions: {type(error).__name__}: {error}"
+    )
 
 
 def _fail(batch: list[_Waiting], error: BaseException) -> None:

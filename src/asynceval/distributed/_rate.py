@@ -40,14 +40,23 @@ class RatePlugin(SchedulerPlugin):
     async def start(self, scheduler: Any) -> None:
         scheduler.handlers.setdefault(TAKE, _take)
         scheduler.handlers.setdefault(SETTLE, _settle)
-        _limiters[self.run_id] = RateLimiter(
-            requests_per_minute=self.requests, tokens_per_minute=self.tokens
+        # A resumed run (same id) keeps the windows its killed caller's calls filled.
+        _limiters.setdefault(
+            self.run_id,
+            RateLimiter(requests_per_minute=self.requests, tokens_per_minute=self.tokens),
         )
-        _bookings[self.run_id] = {}
+        _bookings.setdefault(self.run_id, {})
 
     async def close(self) -> None:
         _limiters.pop(self.run_id, None)
         _bookings.pop(self.run_id, None)
+
+
+def forget_run(run_id: str, dask_scheduler: Any = None) -> None:
+    """The run is over: its windows and bookings leave the scheduler (`client.run_on_scheduler`;
+    unregistering a scheduler plugin does not close it)."""
+    _limiters.pop(run_id, None)
+    _bookings.pop(run_id, None)
 
 
 def _take(run: str, tokens: int) -> tuple[float, str | None, int]:

@@ -25,10 +25,13 @@ from typing import Any
 
 import anyio
 
+from ..errors import RunFinished
+
 _POLL_S = 0.5
 """How long one acquire request waits at the scheduler before it asks again."""
 ROTATE_S = 1.0
 LINGER_S = 0.05
+MAX_ASKING = 4
 CLOSE_WAIT_S = 2.0
 
 
@@ -60,7 +63,14 @@ class ClusterSlots:
         if self._on_pause is not None:
             self._on_pause(endpoint, seconds)
 
+    @property
+    def holding(self) -> bool:
+        """Whether any lease is still held here (in use or free)."""
+        return bool(self._held)
+
     async def acquire(self) -> None:
+        if self._closed:
+            raise RunFinished("the run has ended on this worker: no more LLM calls")
         if self._free and not self._waiters:
             self._free -= 1
             return
@@ -70,7 +80,7 @@ class ClusterSlots:
         try:
             await waiter
         except BaseException:
-            if waiter.done() and not waiter.cancelled():
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
                 self._given_back()  # handed a lease, then cancelled: it is free again
             else:
                 with contextlib.suppress(ValueError):
@@ -113,8 +123,9 @@ class ClusterSlots:
             self._return(self._held.pop()[0])  # the newest: the oldest rotate out anyway
 
     def _get_more(self) -> None:
-        """As many scheduler requests out as callers here wait for a lease."""
-        while self._getting < len(self._waiters):
+        """A scheduler request out per caller here waiting for a lease, at most `MAX_ASKING`:
+        each grant wakes every pending request on the scheduler, so more would only load it."""
+        while self._getting < min(len(self._waiters), MAX_ASKING):
             self._getting += 1
             self._spawn(self._get())
 
@@ -122,17 +133,17 @@ class ClusterSlots:
         semaphore = self._semaphore
         try:
             await semaphore  # registered once
+            lease_id = uuid.uuid4().hex
             while self._waiters and not self._closed:  # someone here still waits
-                lease_id = uuid.uuid4().hex
                 try:
                     # Shielded (at most _POLL_S): a grant must never be lost on our side.
                     with anyio.CancelScope(shield=True):
                         granted = await semaphore.scheduler.semaphore_acquire(
                             name=semaphore.name, timeout=_POLL_S, lease_id=lease_id
                         )
-                except Exception:  # the scheduler did not answer: ask again shortly (if it is
-                    await asyncio.sleep(_POLL_S)  # gone for good, the caller ends the run)
-                    continue
+                except Exception:  # no answer: ask again shortly, with the same lease id (a grant
+                    await asyncio.sleep(_POLL_S)  # whose reply was lost is then ours again);
+                    continue  # if the scheduler is gone for good, the caller ends the run
                 if granted:
                     semaphore._leases.append(lease_id)  # refreshed by the semaphore from now on
                     self._held.append((lease_id, time.monotonic()))
@@ -163,14 +174,20 @@ class ClusterSlots:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
+    def refuse(self) -> None:
+        """From now on a call asking for a lease gets `RunFinished`, and so do the callers
+        waiting for one; calls holding one finish (the provider is serving them)."""
+        self._closed = True
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_exception(RunFinished("the run has ended on this worker"))
+
     async def aclose(self) -> None:
         """The run is over here: stop asking, give back the free leases, and wait a moment
         (`CLOSE_WAIT_S`) for those in use to come back as their calls end (cancelled with the
         run); a lease whose call runs on longer (one a killed caller left running) goes back when
         it ends, and counts against the limit until then."""
-        self._closed = True
-        for waiter in self._waiters:
-            waiter.cancel()
+        self.refuse()
         with anyio.move_on_after(CLOSE_WAIT_S):
             while True:
                 while self._free and self._held:

@@ -30,6 +30,7 @@ from .. import events
 from ..config import Settings
 from ..engine.repetition import Repetitions, Unit
 from ..engine.threads import ThreadRunner, threads_scope
+from ..errors import RunFinished
 from ..runtime import Runtime
 from ._rate import ClusterRate
 from ._slots import ClusterSlots
@@ -38,6 +39,8 @@ _run_id: ContextVar[str | None] = ContextVar("asynceval_dask_run", default=None)
 
 END_OF_EVENTS = "asynceval-end-of-events"
 PAUSE = "asynceval-pause"
+STOP_WAIT_S = 10.0
+"""How long a stopped run's LLM calls out at the provider get to finish before they are cut."""
 """The last message a worker sends on a run's topic when asked to flush (`flush_events`)."""
 
 
@@ -96,10 +99,17 @@ class RunPlugin(WorkerPlugin):
     """One run's state on one worker (see the module)."""
 
     def __init__(
-        self, run_id: str, bench: bytes, settings: Settings, config: dict[str, Any], tasks: int
+        self,
+        run_id: str,
+        bench: bytes,
+        settings: Settings,
+        config: dict[str, Any],
+        tasks: int,
+        semaphore: str,
     ) -> None:
         self.caller_pid = os.getpid()
         self.run_id = run_id
+        self.semaphore = semaphore
         self.bench = bench
         self.settings = settings
         self.config = config
@@ -107,7 +117,6 @@ class RunPlugin(WorkerPlugin):
         self._state: asyncio.Future[_WorkerRun] | None = None
 
     def setup(self, worker: Worker) -> None:
-        dask.config.set(self.config)  # the run's lease timeout, for the semaphore made here
         self.worker = worker
         # A worker in the caller's own process (a threaded cluster) writes to the caller's sink.
         if os.getpid() != self.caller_pid and worker not in _forwards:
@@ -163,13 +172,16 @@ class _WorkerRun:
         self.threads = ThreadRunner(plugin.tasks)
         self._stop = anyio.Event()
         self._stopped = anyio.Event()
+        self.batches: set[asyncio.Task[Any]] = set()  # the run's batches running here
 
     @classmethod
     async def start(cls, plugin: RunPlugin) -> _WorkerRun:
-        semaphore = Semaphore(
-            max_leases=plugin.settings.max_concurrent_llm_calls, name=plugin.run_id
-        )
-        await semaphore
+        # The run's lease timeout, for this semaphore only (its refresh interval and lease).
+        with dask.config.set(plugin.config):
+            semaphore = Semaphore(
+                max_leases=plugin.settings.max_concurrent_llm_calls, name=plugin.semaphore
+            )
+            await semaphore
         self = cls(plugin, semaphore)
         ready = anyio.Event()
         asyncio.get_running_loop().create_task(self._hold_portal(ready))
@@ -199,16 +211,39 @@ class _WorkerRun:
             _run_id.reset(run_token)
             self.runtime.unbind(token)
 
+    async def stop_batches(self) -> None:
+        """Stop this run's batches here (Dask does not stop a task that is executing): no new
+        LLM call starts, the calls out at the provider get `STOP_WAIT_S` to finish (so their
+        slots count for as long as the provider serves them), then what is left is cancelled."""
+        self.slots.refuse()
+        batches = [task for task in self.batches if not task.done()]
+        with anyio.move_on_after(STOP_WAIT_S):
+            for task in batches:
+                with contextlib.suppress(BaseException):
+                    await asyncio.shield(task)
+        for task in batches:
+            task.cancel()
+        with anyio.move_on_after(5):
+            for task in batches:
+                with contextlib.suppress(BaseException):
+                    await task
+
+    @property
+    def closed(self) -> bool:
+        return self._stop.is_set()
+
     async def close(self) -> None:
+        await self.stop_batches()
         self._stop.set()
         with anyio.move_on_after(5):
             await self._stopped.wait()
         with contextlib.suppress(Exception):
             await self.runtime.aclose()
         await self.slots.aclose()
-        # Only this worker's lease refreshes stop: the semaphore is the run's, closed by the caller.
+        # Only this worker's lease refreshes stop (the semaphore is the run's, closed by the
+        # caller), and only once no lease is left here: a held lease must not expire while used.
         refresh = getattr(self.semaphore, "refresh_callback", None)
-        if refresh is not None:
+        if refresh is not None and not self.slots.holding:
             refresh.stop()
 
 
@@ -220,16 +255,31 @@ async def run_batch(run_id: str, items: list[tuple[Unit, float]]) -> list[dict[s
     plugin = worker.plugins[plugin_name(run_id)]
     assert isinstance(plugin, RunPlugin)
     state = await plugin.state()
+    if state.closed:
+        raise RunFinished(f"run {run_id} has ended on this worker")
     reports: list[dict[str, Any]] = [{} for _ in items]
+    batch = asyncio.current_task()
+    assert batch is not None
+    state.batches.add(batch)
 
     async def one(index: int, unit: Unit, waited_s: float) -> None:
         unit.selected_at = anyio.current_time() - waited_s
         reports[index] = await state.run(unit)
 
-    async with anyio.create_task_group() as tg:
-        for index, (unit, waited_s) in enumerate(items):
-            tg.start_soon(one, index, unit, waited_s)
+    try:
+        async with anyio.create_task_group() as tg:
+            for index, (unit, waited_s) in enumerate(items):
+                tg.start_soon(one, index, unit, waited_s)
+    finally:
+        state.batches.discard(batch)
     return reports
+
+
+async def cancel_batches(run_id: str, dask_worker: Worker) -> None:
+    """The caller stopped (Ctrl-C, an error): stop the run's batches still running here."""
+    plugin = dask_worker.plugins.get(plugin_name(run_id))
+    if isinstance(plugin, RunPlugin) and plugin.running is not None:
+        await plugin.running.stop_batches()
 
 
 def apply_pause(run_id: str, endpoint: str, until: float, dask_worker: Worker) -> None:

@@ -35,6 +35,10 @@ class Session(Protocol):
         backend is gone, or the run is cancelled)."""
         ...
 
+    async def flush_events(self) -> None:
+        """Bring in the events written elsewhere so far (called before `run_finished`)."""
+        ...
+
 
 class Backend(Protocol):
     """Something that can open a `Session` for a run."""

@@ -161,6 +161,9 @@ class Run:
                 await self._schedule()
             interrupted = False
         finally:
+            if self._session is not None:  # the workers' last events come before run_finished
+                with anyio.CancelScope(shield=True):
+                    await self._session.flush_events()
             events.run_finished(
                 counts=self.counts,
                 duration_s=anyio.current_time() - started,
