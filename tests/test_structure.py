@@ -149,3 +149,18 @@ def test_a_run_without_a_backend_never_imports_distributed() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_the_bare_import_leaves_heavy_optional_modules_out() -> None:
+    """`import asynceval` imports what a run needs when it needs it: not aiohttp (a pool imports
+    it on first use), not Dask, not any framework. (rich still comes in: structlog's dev module
+    imports it whenever structlog is imported.)"""
+    heavy = ("aiohttp", "httpx_aiohttp", "distributed", "dask", "openai", "smolagents")
+    script = (
+        "import sys, asynceval\n"
+        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({heavy!r})))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]", done.stdout

@@ -5,12 +5,12 @@ from __future__ import annotations
 import email.utils
 import json
 import math
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-import aiohttp
 import httpx
 
 from ..errors import MalformedResponse, ProviderConnectionError, ProviderError, RateLimited
@@ -113,10 +113,16 @@ def request_errors() -> Iterator[None]:
         yield
     except httpx.DecodingError as exc:
         raise MalformedResponse(f"undecodable body: {exc}") from exc
-    except (httpx.RequestError, aiohttp.ClientError) as exc:
-        # aiohttp errors the httpx-aiohttp transport does not translate (a garbled status line
-        # or header) are connection-level failures too.
+    except httpx.RequestError as exc:
         raise ProviderConnectionError(f"{type(exc).__name__}: {exc}") from exc
+    except Exception as exc:
+        # aiohttp errors the httpx-aiohttp transport does not translate (a garbled status line
+        # or header) are connection-level failures too. aiohttp is only imported once a pool
+        # uses it (not by `import asynceval`); if it is not loaded, none of its errors can come.
+        aiohttp = sys.modules.get("aiohttp")
+        if aiohttp is not None and isinstance(exc, aiohttp.ClientError):
+            raise ProviderConnectionError(f"{type(exc).__name__}: {exc}") from exc
+        raise
 
 
 _TOKEN_CAPS = ("max_tokens", "max_completion_tokens", "max_output_tokens")

@@ -26,7 +26,6 @@ from typing import NamedTuple
 
 import anyio
 import httpx
-from httpx_aiohttp import AiohttpTransport
 
 from ..config import HttpTransport
 
@@ -45,6 +44,9 @@ def create_client(
     if isinstance(transport, httpx.AsyncBaseTransport):
         chosen = transport
     elif transport == "aiohttp":
+        # Imported on first use: aiohttp is a tenth of a second of `import asynceval`.
+        from httpx_aiohttp import AiohttpTransport
+
         chosen = AiohttpTransport(limits=limits)
     elif transport == "httpx":
         chosen = None
