@@ -11,22 +11,11 @@ import anyio
 import httpx
 import pytest
 
-from asynceval.sim import SimConfig, SimProvider
+from asynceval.sim import SimProvider
 
-CHAT = "/v1/chat/completions"
+from ._app import CHAT, chat, client, sim
+
 MESSAGES = "/v1/messages"
-
-
-def client(app: SimProvider) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sim")
-
-
-def sim(**config: Any) -> SimProvider:
-    return SimProvider(SimConfig(**{"latency": 0.0, **config}))
-
-
-def chat(text: str = "Hello?", **extra: Any) -> dict[str, Any]:
-    return {"model": "sim-1", "messages": [{"role": "user", "content": text}], **extra}
 
 
 async def post_all(app: SimProvider, bodies: list[dict[str, Any]]) -> list[int]:

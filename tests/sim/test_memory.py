@@ -5,29 +5,17 @@ from __future__ import annotations
 import gc
 import tracemalloc
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 import asynceval.sim
-from asynceval.sim import SimConfig, SimProvider
+from asynceval.sim import SimProvider
 from asynceval.sim._memory import AttemptMemory, Window
 
-CHAT = "/v1/chat/completions"
+from ._app import CHAT, chat, client, sim
+
 SIM_FILES = str(Path(asynceval.sim.__file__).parent / "*")
-
-
-def client(app: SimProvider) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sim")
-
-
-def sim(**config: Any) -> SimProvider:
-    return SimProvider(SimConfig(**{"latency": 0.0, **config}))
-
-
-def chat(text: str) -> dict[str, Any]:
-    return {"model": "sim-1", "messages": [{"role": "user", "content": text}]}
 
 
 async def serve_distinct(c: httpx.AsyncClient, start: int, stop: int) -> None:

@@ -3,28 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import anyio
 import httpx
 import pytest
 
 from asynceval.cli import main
-from asynceval.sim import SimConfig, SimProvider
 
-CHAT = "/v1/chat/completions"
-
-
-def client(app: SimProvider) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sim")
-
-
-def sim(**config: Any) -> SimProvider:
-    return SimProvider(SimConfig(**{"latency": 0.0, **config}))
-
-
-def chat(text: str) -> dict[str, Any]:
-    return {"model": "sim-1", "messages": [{"role": "user", "content": text}]}
+from ._app import CHAT, chat, client, sim
 
 
 async def burst(c: httpx.AsyncClient, texts: list[str]) -> list[httpx.Response]:
