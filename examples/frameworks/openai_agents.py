@@ -35,13 +35,17 @@ class OpenAIAgentsResponses(SumBenchmark):
         super().__init__()
         self.agent: Agent[Any] | None = None
 
+    def build_agent(self) -> Agent[Any]:
+        """The run's agent, built once: the SDK's default client is process-wide."""
+        set_default_openai_client(openai_client(agent=AGENT), use_for_tracing=False)
+        return Agent(name=AGENT, instructions=SYSTEM, model=model_name())
+
     async def setup_agents(
         self, agent_data: Mapping[str, Any], environment: Any, task: Task, user: Any
     ) -> Any:
-        if self.agent is None:  # the SDK's default client is process-wide: set it once
+        if self.agent is None:
             set_tracing_disabled(True)
-            set_default_openai_client(openai_client(agent=AGENT), use_for_tracing=False)
-            self.agent = Agent(name=AGENT, instructions=SYSTEM, model=model_name())
+            self.agent = self.build_agent()
         agent = self.agent
 
         async def solver(query: str) -> str:

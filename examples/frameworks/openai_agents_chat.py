@@ -17,39 +17,25 @@ LLM_API_KEY point elsewhere:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-from _sums import AGENT, SYSTEM, SumBenchmark, model_name
-from agents import Agent, OpenAIChatCompletionsModel, Runner, set_tracing_disabled
+from _sums import AGENT, SYSTEM, model_name
+from agents import Agent, OpenAIChatCompletionsModel
+from openai_agents import OpenAIAgentsResponses
 
-from asynceval import Task
 from asynceval.interop import openai_client
 
 
-class OpenAIAgentsChat(SumBenchmark):
-    """20 questions; one `Runner.run` each, on the chat-completions model."""
+class OpenAIAgentsChat(OpenAIAgentsResponses):
+    """20 questions; one `Runner.run` each, on the chat-completions model (the run loop and
+    everything else as in `openai_agents.py`)."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.agent: Agent[Any] | None = None
-
-    async def setup_agents(
-        self, agent_data: Mapping[str, Any], environment: Any, task: Task, user: Any
-    ) -> Any:
-        if self.agent is None:  # one model (one client, one connection pool) for the run
-            set_tracing_disabled(True)
-            model = OpenAIChatCompletionsModel(
-                model=model_name(), openai_client=openai_client(agent=AGENT)
-            )
-            self.agent = Agent(name=AGENT, instructions=SYSTEM, model=model)
-        agent = self.agent
-
-        async def solver(query: str) -> str:
-            result = await Runner.run(agent, query)
-            return str(result.final_output).strip()
-
-        return [solver], {AGENT: solver}
+    def build_agent(self) -> Agent[Any]:
+        """One model (one client, one connection pool) for the run."""
+        model = OpenAIChatCompletionsModel(
+            model=model_name(), openai_client=openai_client(agent=AGENT)
+        )
+        return Agent(name=AGENT, instructions=SYSTEM, model=model)
 
 
 benchmark = OpenAIAgentsChat
