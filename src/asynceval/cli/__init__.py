@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-import warnings
 from collections.abc import Sequence
-from typing import TextIO
 
 from .. import __version__
 from ..config import UnknownSettingWarning
-from ._errors import CLIError, one_line
+from ._errors import CLIError, handle_warnings, one_line
 from ._logs import add_parser as add_logs_parser
 from ._report import add_parser as add_report_parser
 from ._run import add_parser as add_run_parser
@@ -41,22 +39,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def _one_line_warnings() -> None:
     """Our warnings (a mistyped setting name) as one line each, like the errors."""
-    show = warnings.showwarning
 
-    def showwarning(
-        message: Warning | str,
-        category: type[Warning],
-        filename: str,
-        lineno: int,
-        file: TextIO | None = None,
-        line: str | None = None,
-    ) -> None:
+    def setting_warning(message: Warning | str, category: type[Warning]) -> bool:
         if issubclass(category, UnknownSettingWarning):
             print(f"asynceval: warning: {message}", file=sys.stderr)
-        else:
-            show(message, category, filename, lineno, file, line)
+            return True
+        return False
 
-    warnings.showwarning = showwarning
+    handle_warnings("settings", setting_warning)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import traceback
+import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import TextIO
 
 from ..errors import AsyncEvalError
 
@@ -38,3 +41,33 @@ def describe(exc: BaseException) -> str:
         if not frame.filename.startswith(("<frozen ", _CLI_DIR))
     ]
     return f"{text} (at {frames[-1].filename}:{frames[-1].lineno})" if frames else text
+
+
+WarningHandler = Callable[[Warning | str, type[Warning]], bool]
+_handlers: dict[str, WarningHandler] = {}
+_show_original: Callable[..., None] | None = None
+
+
+def handle_warnings(name: str, handler: WarningHandler) -> None:
+    """Let `handler` deal with each warning first (True: it did, so it is not shown); a later
+    handler of the same `name` replaces the earlier one, so repeated runs in one process do not
+    stack wrappers around `warnings.showwarning`."""
+    global _show_original
+    _handlers[name] = handler
+    if _show_original is None:
+        _show_original = warnings.showwarning
+        warnings.showwarning = _showwarning
+
+
+def _showwarning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    if any(handler(message, category) for handler in list(_handlers.values())):
+        return
+    assert _show_original is not None
+    _show_original(message, category, filename, lineno, file, line)

@@ -17,16 +17,14 @@ import io
 import os
 import shlex
 import sys
-import warnings
 from collections.abc import Collection
 from pathlib import Path
-from typing import TextIO
 
 import anyio
 
 from .._writer import AppendOnlyFile
 from ..errors import BackendLost, ConfigError
-from ._errors import CLIError
+from ._errors import CLIError, handle_warnings
 
 _EVENTS_WARNING = "asynceval could not write"  # how events.py's RuntimeWarning starts
 
@@ -62,21 +60,12 @@ def quiet_events_warning(stream: EventsStream) -> None:
     """Drop the events module's "could not write" RuntimeWarning (several lines with a source
     line) once `stream` has failed: the run reports that failure itself, in one line. Warnings
     for any other reason (say, a progress observer that raised) still show."""
-    show = warnings.showwarning
 
-    def showwarning(
-        message: Warning | str,
-        category: type[Warning],
-        filename: str,
-        lineno: int,
-        file: TextIO | None = None,
-        line: str | None = None,
-    ) -> None:
+    def quiet(message: Warning | str, category: type[Warning]) -> bool:
         ours = issubclass(category, RuntimeWarning) and str(message).startswith(_EVENTS_WARNING)
-        if not (ours and stream.error is not None):
-            show(message, category, filename, lineno, file, line)
+        return ours and stream.error is not None
 
-    warnings.showwarning = showwarning
+    handle_warnings("events file", quiet)
 
 
 async def stop_when_broken(
