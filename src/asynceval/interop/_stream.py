@@ -13,6 +13,7 @@ import asyncio
 import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
 
 import anyio
 import httpx
@@ -33,17 +34,20 @@ def plain_headers(headers: httpx.Headers) -> list[tuple[bytes, bytes]]:
 class _Holder:
     """What a stream must give back once: its lease and its place in the loop's pool."""
 
-    __slots__ = ("done", "lease", "leave")
+    __slots__ = ("done", "finalizer", "lease", "leave")
 
     def __init__(self, lease: Lease, leave: Callable[[], None]) -> None:
         self.lease = lease
         self.leave = leave
         self.done = False
+        self.finalizer: weakref.finalize[Any, Any] | None = None
 
     def finish(self, usage: StreamUsage | None) -> None:
         if self.done:
             return
         self.done = True
+        if self.finalizer is not None:
+            self.finalizer.detach()  # nothing left for the collector to do
         try:
             self.lease.release(usage.usage() if usage is not None else None)
         finally:
@@ -51,22 +55,37 @@ class _Holder:
 
 
 def _finish_later(
-    holder: _Holder, loop: asyncio.AbstractEventLoop, then: Callable[[], object] | None = None
+    holder: _Holder,
+    loop: asyncio.AbstractEventLoop,
+    usage: StreamUsage,
+    then: Callable[[], object] | None = None,
 ) -> None:
-    """For a stream the garbage collector found unclosed: finish on its own loop, never here
-    (and then run `then` there). A collection can run while this thread holds the controller's
-    or the limiter's lock (any allocation may trigger it), so releasing in place could deadlock
-    on that lock."""
+    """For a stream the garbage collector found unclosed, or reclaimed by its scope: finish on
+    its own loop, never here (and then run `then` there), counting the tokens it had read. A
+    collection can run while this thread holds the controller's or the limiter's lock (any
+    allocation may trigger it), so releasing in place could deadlock on that lock."""
 
     def finish() -> None:
-        holder.finish(None)
+        holder.finish(usage)
         if then is not None:
             then()
 
     try:
         loop.call_soon_threadsafe(finish)
     except RuntimeError:  # that loop is closed: a thread of its own takes the locks safely
-        threading.Thread(target=holder.finish, args=(None,), daemon=True).start()
+        threading.Thread(target=holder.finish, args=(usage,), daemon=True).start()
+
+
+def _weakly(method: Callable[[], None]) -> Callable[[], None]:
+    """`method()` while its object lives; nothing once it is gone (its finalizer has run)."""
+    ref = weakref.WeakMethod(method)
+
+    def call() -> None:
+        bound = ref()
+        if bound is not None:
+            bound()
+
+    return call
 
 
 class LeasedStream(httpx.AsyncByteStream):
@@ -85,7 +104,11 @@ class LeasedStream(httpx.AsyncByteStream):
         self._usage = StreamUsage()
         self._holder = _Holder(lease, leave)
         self._loop = asyncio.get_running_loop()
-        self._finalizer = weakref.finalize(self, _finish_later, self._holder, self._loop)
+        # The usage, not the stream: a finalizer must not keep what it watches alive.
+        self._holder.finalizer = weakref.finalize(
+            self, _finish_later, self._holder, self._loop, self._usage
+        )
+        lease.on_reclaim = _weakly(self.close_soon)  # the lease must not keep the stream alive
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         chunks = self._response.aiter_bytes()
@@ -123,10 +146,11 @@ class LeasedStream(httpx.AsyncByteStream):
             await self._response.aclose()
 
     def close_soon(self) -> None:
-        """Close without blocking or awaiting, for a caller on a loop's thread (a dropped sync
-        stream finalized there): the lease is released and the response closed on its loop."""
-        loop = self._loop
-        _finish_later(self._holder, loop, lambda: loop.create_task(self._response.aclose()))
+        """Close without blocking or awaiting, from any thread (a dropped sync stream finalized
+        on a loop's thread, a stream its repetition left open): the lease is released with the
+        tokens read so far, the response closed and its pool entry left, on its loop."""
+        loop, response = self._loop, self._response
+        _finish_later(self._holder, loop, self._usage, lambda: loop.create_task(response.aclose()))
 
 
 class SyncStream(httpx.SyncByteStream):

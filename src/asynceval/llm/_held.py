@@ -35,6 +35,7 @@ class HeldLease(Protocol):
     """What the scope needs of a kept lease (`gateway.Lease`)."""
 
     reading: bool
+    collected: bool
 
     @property
     def call_id(self) -> str: ...
@@ -45,7 +46,7 @@ class HeldLease(Protocol):
     @property
     def dimension(self) -> str | None: ...
 
-    def release(self) -> None: ...
+    def reclaim(self) -> None: ...
 
 
 Held = dict[HeldLease, None]
@@ -104,9 +105,14 @@ def adopted(held: Held) -> Iterator[None]:
 async def collect_if_dropped(held: Held) -> bool:
     """Before a slot wait: if `held` has a stream nobody is reading, run the garbage collector
     once so a dropped one gives its slot back (its finalizer schedules the release). True if it
-    ran. A stream still referenced is untouched: it is only not being read at this moment."""
-    if not any(not lease.reading for lease in list(held)):
+    ran. A stream still referenced is untouched."""
+    # Once per stream: one that a collection did not free is referenced, and only not being
+    # read at the moment (a task holding it while it makes other calls).
+    idle = [lease for lease in list(held) if not lease.reading and not lease.collected]
+    if not idle:
         return False
+    for lease in idle:
+        lease.collected = True
     # A broken `async for` leaves the SDK's async-generator wrapper to asyncio's finalizer hook,
     # which closes it two loop turns later; until then it still references the stream.
     for _ in range(_FINALIZER_TURNS):
@@ -130,4 +136,4 @@ def reclaiming_leases() -> Iterator[Held]:
             events.stream_abandoned(
                 agent=lease.agent, dimension=lease.dimension, call_id=lease.call_id
             )
-            lease.release()
+            lease.reclaim()

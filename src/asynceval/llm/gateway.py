@@ -11,6 +11,7 @@ writes a `retry` event; a call that fails for good writes `llm_call_failed` and 
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -44,14 +45,14 @@ class Lease:
     """
 
     __slots__ = (
-        "__weakref__",
         "_held",
         "_limiter",
         "_released",
         "_reservation",
         "_slot",
         "_usage",
-        "kept",
+        "collected",
+        "on_reclaim",
         "reading",
     )
 
@@ -62,8 +63,14 @@ class Lease:
         self._usage = usage
         self._released = False
         self._held: Held | None = None
-        self.kept = False
         self.reading = False  # a kept lease's stream is waiting for its next chunk
+        self.collected = False  # a collection looked for its stream being dropped
+        self.on_reclaim: Callable[[], None] | None = None  # what ends its stream (see reclaim)
+
+    @property
+    def kept(self) -> bool:
+        """Whether a result that outlives the attempt owns this lease (`keep()`)."""
+        return self._held is not None
 
     @property
     def call_id(self) -> str:
@@ -80,26 +87,40 @@ class Lease:
     def keep(self) -> None:
         """The result outlives the attempt and will release this lease itself; until then the
         lease is recorded in the current scope (see `llm._held`)."""
-        self.kept = True
         self._held = current_scope()
         self._held[self] = None
 
+    def reclaim(self) -> None:
+        """Its scope ended with the result unfinished: end it (`on_reclaim`: the stream closes
+        and counts what it read), else just release."""
+        (self.on_reclaim or self.release)()
+
     def release(self, usage: Usage | None = None) -> None:
-        """Free the slot; settle the token share to `usage` (None: nothing was used) and count
-        the tokens into the repetition's usage."""
-        if self._released:
-            return
-        self._released = True
+        """Free the slot; settle the token share to `usage` (None: nothing used, or for a kept
+        result, unknown: the estimate stays) and count the tokens into the repetition's usage.
+        Once only, whichever thread calls first."""
+        with _release_lock:  # a reclaim, a finalizer and a reader may race to it
+            if self._released:
+                return
+            self._released = True
         if self._held is not None:
             self._held.pop(self, None)
         try:
+            # An answer that said nothing of its usage: a failed attempt used nothing, but a
+            # stream that went out and was left unread keeps its estimate (the provider spent it).
             if self._limiter is not None and self._reservation is not None:
-                self._limiter.settle(self._reservation, usage.total_tokens if usage else 0)
+                if usage is not None:
+                    self._limiter.settle(self._reservation, usage.total_tokens)
+                elif not self.kept:
+                    self._limiter.settle(self._reservation, 0)
             if usage is not None and self._usage is not None:
                 self._usage.prompt_tokens += usage.prompt_tokens
                 self._usage.completion_tokens += usage.completion_tokens
         finally:
             self._slot.release()
+
+
+_release_lock = threading.Lock()  # held for a check-and-set only
 
 
 Attempt = Callable[[Lease], Awaitable[T]]
