@@ -384,3 +384,40 @@ async def test_a_task_does_not_pay_a_collection_for_another_tasks_open_stream(
         gc.callbacks.remove(count)
         gc.enable()
     assert answered == ["4"] and collections == []
+
+
+async def test_streams_being_served_count_as_out_at_the_provider(
+    event_log: EventLog, loopback: LoopBack
+) -> None:
+    """A provider serving 2 at once, our limit 4: two streams are being read when a third call
+    gets a 429. That is the provider's capacity, taken by those streams (the endpoint's limit
+    drops to 2), not a rate refusal that would pause the endpoint for everyone."""
+    url, sim = loopback(
+        SimConfig(latency=0, stream_chunk_delay=0.05, max_concurrency=2, retry_after=0.05)
+    )
+    messages: Any = [{"role": "user", "content": "Say something long please."}]
+    async with Runtime(Settings(**{**FAST, "max_concurrent_llm_calls": 4})):
+        client = sdk(url)
+        reading = anyio.Semaphore(0)
+
+        async def stream_one() -> None:
+            stream = await client.chat.completions.create(
+                model="asynceval-sim", messages=messages, stream=True
+            )
+            async with stream:
+                async for _ in stream:
+                    reading.release()
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(stream_one)
+                tg.start_soon(stream_one)
+                for _ in range(2):
+                    await reading.acquire()  # both streams have their headers and a chunk
+                answer = await client.chat.completions.create(
+                    model="asynceval-sim", messages=[{"role": "user", "content": "What is 2 + 2?"}]
+                )
+    assert answer.choices[0].message.content == "4"
+    assert sim.stats()["statuses"].get("429", 0) > 0
+    changes = event_log.named("limit_changed")
+    assert changes and changes[0]["reason"] == "429" and changes[0]["limit"] == 2, changes

@@ -5,8 +5,8 @@ Nothing tells a stream that its consumer broke out of `async for`: the OpenAI SD
 itself alive through its own suspended generator, so only the garbage collector's cycle pass
 finds it. Two rules bound how long such a stream holds a slot:
 
-- a caller about to wait for a full controller while its scope (its repetition attempt, else its
-  own task or thread) holds a stream nobody is reading runs the collector once first (a dropped
+- a caller about to take a slot while its scope (its repetition attempt, else its own task or
+  thread) holds a stream nobody is reading runs the collector first, once per such stream (a dropped
   stream's finalizer then frees its slot on its own loop), so a task at limit 1 is never
   blocked by the stream it abandoned;
 - `reclaiming_leases()` (the engine opens one per repetition attempt) releases, when it ends,

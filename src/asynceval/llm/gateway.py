@@ -11,6 +11,7 @@ writes a `retry` event; a call that fails for good writes `llm_call_failed` and 
 
 from __future__ import annotations
 
+import functools
 import threading
 import uuid
 from collections.abc import Awaitable, Callable
@@ -50,6 +51,7 @@ class Lease:
         "_released",
         "_reservation",
         "_slot",
+        "_unsend",
         "_usage",
         "collected",
         "on_reclaim",
@@ -66,6 +68,7 @@ class Lease:
         self.reading = False  # a kept lease's stream is waiting for its next chunk
         self.collected = False  # a collection looked for its stream being dropped
         self.on_reclaim: Callable[[], None] | None = None  # what ends its stream (see reclaim)
+        self._unsend: Callable[[], None] | None = None  # a kept request's end at the provider
 
     @property
     def kept(self) -> bool:
@@ -105,6 +108,8 @@ class Lease:
             self._released = True
         if self._held is not None:
             self._held.pop(self, None)
+        if self._unsend is not None:  # a stream: the provider has finished serving it
+            self._unsend()
         try:
             # An answer that said nothing of its usage: a failed attempt used nothing, but a
             # stream that went out and was left unread keeps its estimate (the provider spent it).
@@ -354,8 +359,8 @@ class Gateway:
             front=requeue > 0,
         )
         held = scope_if_any()
-        if held and controller.statistics().active >= controller.limit:
-            await collect_if_dropped(held)  # a stream this scope dropped unclosed must not block it
+        if held:  # a stream this scope dropped unclosed must not block it (whatever is full:
+            await collect_if_dropped(held)  # the global limit, the endpoint's, or a pause)
         await slot.__aenter__()
         lease = Lease(slot, limiter, call.usage)
         try:
@@ -378,6 +383,8 @@ class Gateway:
         """The provider request under the per-attempt timeout; a 429 decides, while the slot is
         still held (so queued callers see it), between an overload and a rate refusal."""
         self.controller.sending(self.endpoint, +1)
+        # A streamed answer is still being served after this returns: its end says so.
+        lease._unsend = functools.partial(self.controller.sending, self.endpoint, -1)
         try:
             with anyio.fail_after(self.call_timeout) as scope:
                 return await attempt(lease)
@@ -403,7 +410,9 @@ class Gateway:
                     controller.pause(endpoint, wait)  # a rate or quota 429
             raise
         finally:
-            self.controller.sending(self.endpoint, -1)
+            if not lease.kept:
+                lease._unsend = None
+                self.controller.sending(self.endpoint, -1)
 
 
 class _TurnedAway(Exception):
