@@ -119,7 +119,10 @@ def test_parallel_tools_overlap_reads_and_order_the_write_before_the_read(tmp_pa
         assert second["tools"] == ["read_notes"]
 
 
-def test_sync_solver_calls_from_worker_threads_under_the_rate_limit(tmp_path: Path) -> None:
+def test_sync_solver_calls_from_worker_threads_with_a_rate_limit_set(tmp_path: Path) -> None:
+    """The example's calls from worker threads, with its RPM setting in force. (That the window
+    holds at the provider, the first minute included, is tests/llm/test_provider_limits.py's:
+    this run's 128 calls fit in one minute's budget of 200, so it could not show it.)"""
     reports, events = run_example("sync_solver", tmp_path)
     assert reports
     for report in reports:
@@ -135,8 +138,5 @@ def test_sync_solver_calls_from_worker_threads_under_the_rate_limit(tmp_path: Pa
     limit = started["llm_requests_per_minute"]
     acquired = sorted(at(e) for e in events if e["event"] == "acquired")
     assert limit == 200 and len(acquired) == sum(r["usage"]["llm_calls"] for r in reports)
-    # no 60 s window holds more requests than the limit
-    assert all(
-        sum(1 for t in acquired[i:] if t < first + 60) <= limit for i, first in enumerate(acquired)
-    )
-    assert finished["duration_s"] < 30  # 128 calls fit in the first minute's budget
+    assert len(acquired) <= limit  # so the budget never made a call wait a minute:
+    assert finished["duration_s"] < 30

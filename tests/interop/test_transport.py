@@ -82,9 +82,13 @@ async def test_a_429_storm_ends_with_every_call_done_and_the_retries_in_our_even
     async with Runtime(Settings(**FAST, retry_max_attempts=8)):
         answers = await ask_all(sdk(sim), 20)
     assert len(answers) == 20
-    assert sim.stats()["statuses"]["429"] > 0 and sim.stats()["max_in_flight"] <= 5
+    stats = sim.stats()
+    assert stats["statuses"]["429"] > 0 and stats["max_in_flight"] <= 5
     retries = event_log.named("retry")
     assert retries and all(r["status_code"] == 429 for r in retries)
+    # every 429 the provider sent was retried by the funnel, and nothing else was sent
+    assert len(retries) == stats["statuses"]["429"]
+    assert stats["requests"] == 20 + stats["statuses"]["429"]
     assert not event_log.named("llm_call_failed")
 
 
@@ -290,15 +294,22 @@ def test_a_sync_stream_left_by_break_without_close_does_not_block_the_next_call(
         for _ in stream:
             break
 
-    gc.disable()
-    try:
+    def both() -> Any:
         first_chunk()
-        answer = client.chat.completions.create(
+        return client.chat.completions.create(
             model="asynceval-sim", messages=[{"role": "user", "content": "What is 2 + 2?"}]
         )
+
+    answers: list[Any] = []
+    gc.disable()
+    try:  # in a daemon thread, so that a regression fails here instead of hanging the suite
+        thread = threading.Thread(target=lambda: answers.append(both()), daemon=True)
+        thread.start()
+        thread.join(10)
     finally:
         gc.enable()
-    assert answer.choices[0].message.content == "4"
+    assert answers, "the second call did not get a slot within 10 s"
+    assert answers[0].choices[0].message.content == "4"
     assert sim.stats()["requests"] == 2 and runtime.limiter.statistics().active == 0
 
 
