@@ -24,9 +24,10 @@ T = TypeVar("T")
 
 _lock = threading.Lock()
 _portal: BlockingPortal | None = None
+_thread = threading.Thread()  # the loop's thread once started (this one never is)
 
 
-def _start() -> BlockingPortal:
+def _start() -> tuple[BlockingPortal, threading.Thread]:
     ready = threading.Event()
     holder: list[BlockingPortal] = []
 
@@ -42,7 +43,7 @@ def _start() -> BlockingPortal:
         if not thread.is_alive():  # its loop never started: say so rather than wait forever
             raise RuntimeError("asynceval's background event loop could not start")
     atexit.register(_stop, holder[0], thread)
-    return holder[0]
+    return holder[0], thread
 
 
 def _stop(portal: BlockingPortal, thread: threading.Thread) -> None:
@@ -56,12 +57,12 @@ def _stop(portal: BlockingPortal, thread: threading.Thread) -> None:
 
 def run_in_background_loop(func: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
     """`await func(*args)` on the process's background loop, from any thread but that loop's."""
-    global _portal
+    global _portal, _thread
     portal = _portal
-    if portal is None:
+    if portal is None or not _thread.is_alive():  # never started, or its thread has died
         with _lock:
-            if _portal is None:
-                _portal = _start()
+            if _portal is None or not _thread.is_alive():
+                _portal, _thread = _start()
             portal = _portal
     result: T = portal.call(func, *args)
     return result
