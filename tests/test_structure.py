@@ -152,10 +152,11 @@ def test_a_run_without_a_backend_never_imports_distributed() -> None:
 
 
 def test_the_bare_import_leaves_heavy_optional_modules_out() -> None:
-    """`import asynceval` imports what a run needs when it needs it: not aiohttp (a pool imports
-    it on first use), not Dask, not any framework. (rich still comes in: structlog's dev module
-    imports it whenever structlog is imported.)"""
-    heavy = ("aiohttp", "httpx_aiohttp", "distributed", "dask", "openai", "smolagents")
+    """`import asynceval` imports what a run needs when it needs it: not httpx or aiohttp (a pool
+    imports them on first use; httpx's own import brings rich, click and pygments for its command
+    line), not structlog (the console format's renderer), not Dask, not any framework."""
+    heavy = ("aiohttp", "httpx", "httpx_aiohttp", "structlog", "rich", "click", "pygments")
+    heavy += ("distributed", "dask", "openai", "smolagents", "pydantic_ai", "langchain_openai")
     script = (
         "import sys, asynceval\n"
         f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({heavy!r})))\n"

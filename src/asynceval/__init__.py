@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .agents import SyncAgent
 from .config import Settings
@@ -34,10 +34,12 @@ from .engine import (
 from .errors import AsyncEvalError, LLMCallFailed
 from .evaluation import JudgePanel
 from .events import configure_logging
-from .interop import http_client, sync_http_client
 from .llm import AnthropicChatModel, ChatModel, Completion, OpenAIChatModel
 from .runtime import Runtime
 from .tools import Tool, ToolExecutor
+
+if TYPE_CHECKING:
+    from .interop import http_client, sync_http_client
 
 __version__ = "0.1.0"
 
@@ -118,7 +120,16 @@ def _default_controller(settings: Settings | None = None) -> Any:
     return Runtime.current().limiter
 
 
+# Root names imported on first use: `asynceval.interop` brings httpx, whose own import brings its
+# command line's rich, click and pygments (a tenth of `import asynceval`).
+_LAZY = {"http_client": "interop", "sync_http_client": "interop"}
+
+
 def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"asynceval.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
     if name == "default_controller":
         warnings.warn(
             "asynceval.default_controller is deprecated and will be removed in the next release; "

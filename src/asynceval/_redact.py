@@ -14,10 +14,12 @@ import json
 import re
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
-from structlog.typing import EventDict, Processor, WrappedLogger
+
+if TYPE_CHECKING:  # structlog itself is imported only for the console format
+    from structlog.typing import EventDict, Processor, WrappedLogger
 
 REDACTED = "[redacted]"
 
@@ -43,8 +45,8 @@ def register_secret(value: str | SecretStr | None) -> None:
             _secrets = tuple(sorted({*_secrets, raw, json.dumps(raw)[1:-1]}, key=len, reverse=True))
 
 
-# Fields asynceval writes itself: their names are not secret-looking, so the key check skips them
-# (their values are still scrubbed by `ScrubbingRenderer`).
+# Fields asynceval writes itself: their names are not secret-looking (their values are still
+# scrubbed by `ScrubbingRenderer`).
 _OWN_FIELDS = frozenset(
     (
         "event",
@@ -88,14 +90,32 @@ def _redact_structure(value: Any) -> Any:
     return value
 
 
+_key_verdicts: dict[str, bool] = dict.fromkeys(_OWN_FIELDS, False)
+
+
+def _secret_key(key: str) -> bool:
+    """Whether a top-level field name looks secret (remembered: events reuse a few names)."""
+    verdict = _key_verdicts.get(key)
+    if verdict is None:
+        if len(_key_verdicts) > 4096:  # an application inventing names: keep it bounded
+            _key_verdicts.clear()
+        verdict = _key_verdicts[key] = _SECRET_KEY.search(key) is not None
+    return verdict
+
+
+_PLAIN = frozenset((str, int, float, bool, type(None)))
+
+
 def redact_secrets(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
     """structlog processor: blank values under secret-looking keys at any depth, and SecretStrs."""
+    verdicts = _key_verdicts
     for key, value in event_dict.items():
-        if key in _OWN_FIELDS:
-            continue
-        if _SECRET_KEY.search(key):
+        secret = verdicts.get(key)
+        if secret is None:
+            secret = _secret_key(key)
+        if secret:
             event_dict[key] = REDACTED
-        elif not isinstance(value, str | int | float | bool | None):
+        elif type(value) not in _PLAIN:
             event_dict[key] = _redact_structure(value)
     return event_dict
 

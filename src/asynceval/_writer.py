@@ -60,22 +60,23 @@ class AppendOnlyFile:
                 raise OSError(self.error.errno, self.error.strerror, self.path)
             if self._fd < 0:
                 raise ValueError(f"{self.path}: write to a closed file")
-            start = done = 0
+            done = 0
             try:
-                start = os.lseek(self._fd, 0, os.SEEK_END)
-                view = memoryview(data)
+                done = os.write(self._fd, data)  # one system call in the common case
                 while done < len(data):
-                    written = os.write(self._fd, view[done:])
+                    written = os.write(self._fd, memoryview(data)[done:])
                     if written == 0:  # "no room" said without an error
                         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
                     done += written
             except OSError as exc:
                 self.error = _naming(exc, self.path)
                 if done:
-                    # A disk that fails even this keeps the piece; the sticky error then keeps
-                    # any line from being glued to it, and a resume ends it first.
+                    # The piece written is the file's last `done` bytes (appends by this
+                    # process hold the lock). A disk that fails even this keeps the piece; the
+                    # sticky error then keeps any line from being glued to it, and a resume
+                    # ends it first.
                     with contextlib.suppress(OSError):
-                        os.ftruncate(self._fd, start)
+                        os.ftruncate(self._fd, os.fstat(self._fd).st_size - done)
                 raise self.error from None
             return done
 

@@ -1,10 +1,11 @@
 """Structured events: the one place event names and their fields live.
 
-Every state change of the call path and the engine is written as one JSON object per line through a
-structlog logger that belongs to asynceval alone: `configure_logging` never calls
-`structlog.configure` nor touches the standard `logging` tree, so the application's own logging stays
-as the application set it. Each event carries `event`, `level` and an ISO 8601 UTC `timestamp`, plus
-whatever is bound with `bind_context` (task_id, repeat_idx, agent, dimension) in the current context.
+Every state change of the call path and the engine is written as one JSON object per line by
+asynceval's own writer (`asynceval._eventlog`: rendered directly, structlog's renderer for the
+console format): `configure_logging` never calls `structlog.configure` nor touches the standard
+`logging` tree, so the application's own logging stays as the application set it. Each event
+carries `event`, `level` and an ISO 8601 UTC `timestamp`, plus whatever is bound with
+`bind_context` (task_id, repeat_idx, agent, dimension) in the current context.
 
 Secrets never reach a line (see `asynceval._redact`): a processor blanks values under
 secret-looking keys (api_key, Authorization, ...), anything held by a `SecretStr`, values
@@ -18,17 +19,14 @@ import contextlib
 import json
 import sys
 import threading
-import time
 import warnings
-from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
-from typing import IO, Any, TextIO
+from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
+from typing import Any, TextIO
 
-import structlog
-from structlog.contextvars import bound_contextvars, get_contextvars, merge_contextvars
-from structlog.typing import EventDict, Processor, WrappedLogger
-
-from ._redact import REDACTED, ScrubbingRenderer, redact_secrets, register_secret, scrub_line
+from ._eventlog import LEVELS, EventLog
+from ._redact import REDACTED, redact_secrets, register_secret, scrub_line
+from ._writer import AppendOnlyFile
 from .config import Settings
 
 __all__ = [
@@ -72,84 +70,47 @@ BATCH_ENTRIES_MISSING = "batch_entries_missing"
 JUDGE_DIMENSION_FAILED = "judge_dimension_failed"
 STRUCTURED_OUTPUT_FALLBACK = "structured_output_fallback"
 
-_LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
-
 _write_failures = 0
 _lock = threading.Lock()
-_logger: Any = None
-_owned_file: IO[str] | None = None
-
-
-_stamp_cache: tuple[int, str] = (-1, "")
-
-
-def _head(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
-    """Add level and an ISO 8601 UTC timestamp, and put event, level and timestamp first."""
-    global _stamp_cache
-    now = time.time()
-    second = int(now)
-    cache = _stamp_cache  # read once: another thread may replace it
-    if cache[0] != second:
-        cache = _stamp_cache = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
-    head = {
-        "event": event_dict.pop("event", None),
-        "level": "WARNING" if method_name == "warn" else method_name.upper(),
-        "timestamp": f"{cache[1]}.{int((now - second) * 1e6):06d}Z",
-    }
-    head.update(event_dict)
-    return head
+_log_out: EventLog | None = None
+# What bind_context bound in this context: one variable holding a (never mutated) dict, so that
+# an event reads it in one lookup.
+_bound: ContextVar[dict[str, Any]] = ContextVar("asynceval_bound", default={})  # noqa: B039
 
 
 def configure_logging(settings: Settings | None = None, *, stream: TextIO | None = None) -> None:
     """Set up asynceval's own event output: JSON (or console) lines at LOG_LEVEL.
 
-    Lines go to `stream` if given, else appended to LOG_FILE, else to stderr, each written and
-    flushed as it is emitted (small writes: measured cheaper than handing them to the writer
-    thread, whose wake-ups cost the loop more CPU than the writes). `settings` defaults to the
-    current Runtime's. Calling it again replaces the previous set-up (and closes a LOG_FILE it opened).
-    The application's logging is not touched.
+    Lines go to `stream` if given (written and flushed per line), else appended to LOG_FILE
+    (one unbuffered write per line: nothing is held in a buffer a crash would lose), else to
+    stderr. `settings` defaults to the current Runtime's. Calling it again replaces the previous
+    set-up (and closes a LOG_FILE it opened). Neither structlog's global configuration nor the
+    standard `logging` tree is touched.
     """
-    global _logger, _owned_file
+    global _log_out
     if settings is None:
         from .runtime import Runtime  # the runtime reads the settings once for the process
 
         settings = Runtime.current().settings
     register_secret(settings.llm_api_key)
     with _lock:
-        previous = _owned_file
+        previous = _log_out
+        output: TextIO | AppendOnlyFile
         if stream is None and settings.log_file:
-            # closed when replaced, or at exit
-            stream = _owned_file = open(settings.log_file, "a", encoding="utf-8")  # noqa: SIM115
+            output = AppendOnlyFile(settings.log_file)  # closed when replaced, or at exit
         else:
-            _owned_file = None
-        output = stream if stream is not None else sys.stderr
-        renderer: Processor
-        if settings.log_format == "console":
-            renderer = structlog.dev.ConsoleRenderer(colors=_isatty(output))
-        else:
-            renderer = structlog.processors.JSONRenderer()
-        # bind() once: wrap_logger returns a lazy proxy that would rebuild the logger per event.
-        _logger = structlog.wrap_logger(
-            structlog.WriteLogger(output),  # thread-safe: one lock per file
-            wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[settings.log_level]),
-            processors=[
-                merge_contextvars,
-                _head,
-                structlog.processors.format_exc_info,
-                redact_secrets,
-                ScrubbingRenderer(renderer),
-            ],
-        ).bind()
-        if previous is not None and previous is not stream:
+            output = stream if stream is not None else sys.stderr
+        _log_out = EventLog(output, settings.log_level, console=settings.log_format == "console")
+        if previous is not None and previous.output is not output:
             previous.close()
 
 
 def _close_at_exit() -> None:
-    """At interpreter exit: the events file is closed (every line is already flushed)."""
-    file = _owned_file
-    if file is not None:
+    """At interpreter exit: the events file is closed (every line is already written)."""
+    log = _log_out
+    if log is not None:
         with contextlib.suppress(OSError):
-            file.close()
+            log.close()
 
 
 atexit.register(_close_at_exit)
@@ -157,7 +118,7 @@ atexit.register(_close_at_exit)
 
 def ensure_logging(settings: Settings) -> None:
     """`configure_logging(settings)` unless the application (or an earlier call) already did."""
-    if _logger is None:
+    if _log_out is None:
         configure_logging(settings)
 
 
@@ -166,18 +127,14 @@ def write_failures() -> int:
     return _write_failures
 
 
-def _isatty(stream: TextIO) -> bool:
-    isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty())
-
-
-def _log() -> Any:
-    if _logger is None:
+def _log() -> EventLog:
+    if _log_out is None:
         try:
             configure_logging()
         except ValueError:  # a bad setting in the environment: still write the events somewhere
             configure_logging(Settings.model_construct())  # defaults, not the environment
-    return _logger
+    assert _log_out is not None
+    return _log_out
 
 
 Observer = Callable[[str, Mapping[str, Any]], None]
@@ -201,30 +158,41 @@ def remove_observer(observer: Observer) -> None:
 
 def _write(level: str, event: str, fields: dict[str, Any]) -> None:
     """Write one event; a failure to write is counted, never raised into the call it describes."""
-    global _write_failures
     try:
         for observer in _observers:
             observer(event, fields)
-        getattr(_log(), level)(event, **fields)
+        log = _log_out or _log()
+        if LEVELS[level] >= log.threshold:
+            log.write(level, event, fields, _bound.get())
     except Exception as exc:
-        _write_failures += 1
-        if _write_failures == 1:
-            warnings.warn(
-                f"asynceval could not write the {event!r} event ({exc!r}); "
-                "events.write_failures() counts the ones lost",
-                RuntimeWarning,
-                stacklevel=3,
-            )
+        _count_failure(event, exc)
 
 
-def bind_context(**values: Any) -> AbstractContextManager[None]:
+def _count_failure(event: str, exc: Exception) -> None:
+    global _write_failures
+    _write_failures += 1
+    if _write_failures == 1:
+        warnings.warn(
+            f"asynceval could not write the {event!r} event ({exc!r}); "
+            "events.write_failures() counts the ones lost",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+
+
+@contextlib.contextmanager
+def bind_context(**values: Any) -> Iterator[None]:
     """Bind fields (task_id, repeat_idx, agent, dimension ...) to every event in this context."""
-    return bound_contextvars(**values)
+    token = _bound.set({**_bound.get(), **values})
+    try:
+        yield
+    finally:
+        _bound.reset(token)
 
 
 def context_value(key: str) -> Any:
     """The value bound under `key` by `bind_context` in the current context, or None."""
-    return get_contextvars().get(key)
+    return _bound.get().get(key)
 
 
 def forward(line: str) -> None:
@@ -239,7 +207,7 @@ def forward(line: str) -> None:
                     event = str(fields.pop("event", ""))
                     for observer in _observers:
                         observer(event, fields)
-        _log()._logger.msg(line)
+        _log().write_line(line)
     except Exception:
         _write_failures += 1
 

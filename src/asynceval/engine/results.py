@@ -130,11 +130,16 @@ def _ends_with_newline(path: str) -> bool:
         return file.read(1) == b"\n"
 
 
+IN_PLACE_BYTES = 64 * 1024
+
+
 class ResultsFile:
     """Append-only results of a run; use as `async with ResultsFile(path, header) as results:`.
 
-    Lines go through the runtime's writer thread, which commits in groups: reports finishing at
-    the same time share one write and one flush, and each `write` returns once its line is on disk.
+    Each `write` returns once its line is in the kernel (a killed process loses none). A line of
+    at most IN_PLACE_BYTES is one unbuffered write on the caller's thread; a larger one (long
+    traces) goes through the runtime's writer thread, which commits in groups, so the event loop
+    never waits on a big write.
     """
 
     def __init__(
@@ -144,6 +149,7 @@ class ResultsFile:
         self.header = {"type": "header", **header}
         self.written = 0
         self._file: AppendOnlyFile | None = None
+        self._in_thread = 0  # lines handed to the writer thread and not yet written
         self._writer = writer if writer is not None else process_writer()
 
     async def __aenter__(self) -> ResultsFile:
@@ -171,9 +177,19 @@ class ResultsFile:
         if self._file is None:
             raise RuntimeError("ResultsFile is not open (use `async with`)")
         line = encode_line(report)  # here, so one bad report spoils no batch
+        if len(line) <= IN_PLACE_BYTES and not self._in_thread:
+            # A small line is one unbuffered write, here: cheaper than waking the writer
+            # thread (and sharing the interpreter with it) for each report.
+            self._file.write(line)
+            self.written += 1
+            return
         # Shielded: a line handed over is written whole and counted, cancelled or not.
         with anyio.CancelScope(shield=True):
-            await self._writer.write(self._file, line)
+            self._in_thread += 1  # later small lines queue behind it: the order stays
+            try:
+                await self._writer.write(self._file, line)
+            finally:
+                self._in_thread -= 1
             self.written += 1
 
     async def __aexit__(

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import email.utils
 import json
 import math
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
-
-import httpx
+from http import HTTPStatus
+from typing import Any, Protocol
 
 from ..errors import MalformedResponse, ProviderConnectionError, ProviderError, RateLimited
 
@@ -29,6 +27,8 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     seconds = _finite(value)
     if seconds is not None:
         return max(0.0, seconds)
+    import email.utils  # rare (a date, not seconds): not at `import asynceval`
+
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
@@ -47,13 +47,29 @@ def _finite(text: str | None) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def _error_message(response: httpx.Response) -> str:
+class Reply(Protocol):
+    """What the error mapping reads from an answer: an `httpx.Response`, or the embedded
+    simulator's in-process `SimReply`."""
+
+    @property
+    def status_code(self) -> int: ...
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+    @property
+    def content(self) -> bytes: ...
+
+
+def _text(reply: Reply) -> str:
+    return reply.content.decode("utf-8", "replace")
+
+
+def _error_message(reply: Reply) -> str:
     """The provider's own words from an error body (OpenAI and Anthropic shapes), else the text."""
-    text = response.text
+    text = _text(reply)
     try:
         body = json.loads(text)
     except ValueError:
-        return text[:500] or response.reason_phrase
+        return text[:500] or _reason(reply.status_code)
     if isinstance(body, dict):
         error = body.get("error", body)
         if isinstance(error, dict) and isinstance(error.get("message"), str):
@@ -63,30 +79,37 @@ def _error_message(response: httpx.Response) -> str:
     return text[:500]
 
 
-def provider_error(response: httpx.Response) -> ProviderError:
-    """The `ProviderError` (`RateLimited` for a 429) an error response stands for."""
-    status = response.status_code
+def _reason(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return f"HTTP {status}"
+
+
+def provider_error(reply: Reply) -> ProviderError:
+    """The `ProviderError` (`RateLimited` for a 429) an error answer stands for."""
+    status = reply.status_code
     cls = RateLimited if status == 429 else ProviderError
     return cls(
-        _error_message(response),
+        _error_message(reply),
         status_code=status,
-        retry_after=parse_retry_after(response.headers),
-        body=response.text[:2000],
+        retry_after=parse_retry_after(reply.headers),
+        body=_text(reply)[:2000],
     )
 
 
-def check_response(response: httpx.Response) -> dict[str, Any]:
-    """The JSON body of a successful response, or the matching `ProviderError` raised."""
-    status = response.status_code
+def check_response(reply: Reply) -> dict[str, Any]:
+    """The JSON body of a successful answer, or the matching `ProviderError` raised."""
+    status = reply.status_code
     if status >= 400:
-        raise provider_error(response)
+        raise provider_error(reply)
     try:
-        body = json.loads(response.content)
+        body = json.loads(reply.content)
     except ValueError as exc:
         raise MalformedResponse(
             f"HTTP {status} with a body that is not JSON ({exc})",
             status_code=status,
-            body=response.text[:2000],
+            body=_text(reply)[:2000],
         ) from None
     if not isinstance(body, dict):
         raise MalformedResponse(
@@ -111,14 +134,17 @@ def request_errors() -> Iterator[None]:
     """Around sending a request: what httpx or aiohttp raise, as the funnel's errors (retried)."""
     try:
         yield
-    except httpx.DecodingError as exc:
-        raise MalformedResponse(f"undecodable body: {exc}") from exc
-    except httpx.RequestError as exc:
-        raise ProviderConnectionError(f"{type(exc).__name__}: {exc}") from exc
     except Exception as exc:
+        # httpx is imported once a pool uses it (not by `import asynceval`); if it is not
+        # loaded, none of its errors can come.
+        httpx = sys.modules.get("httpx")
+        if httpx is not None:
+            if isinstance(exc, httpx.DecodingError):
+                raise MalformedResponse(f"undecodable body: {exc}") from exc
+            if isinstance(exc, httpx.RequestError):
+                raise ProviderConnectionError(f"{type(exc).__name__}: {exc}") from exc
         # aiohttp errors the httpx-aiohttp transport does not translate (a garbled status line
-        # or header) are connection-level failures too. aiohttp is only imported once a pool
-        # uses it (not by `import asynceval`); if it is not loaded, none of its errors can come.
+        # or header) are connection-level failures too; the same holds for its import.
         aiohttp = sys.modules.get("aiohttp")
         if aiohttp is not None and isinstance(exc, aiohttp.ClientError):
             raise ProviderConnectionError(f"{type(exc).__name__}: {exc}") from exc

@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-import httpx
 from pydantic import BaseModel, SecretStr
 
 from .. import events
@@ -24,20 +23,25 @@ from ..config import HttpTransport, Settings
 from ..errors import ConfigError
 from ..limits import ConcurrencyController, RateLimiter, RetryPolicy
 from ..runtime import EndpointKey, Runtime, create_client, from_thread
-from ._http import check_response, estimated_tokens, parse_or_malformed, request_errors
+from ._http import Reply, check_response, estimated_tokens, parse_or_malformed, request_errors
 from .gateway import UNSET, Gateway, Lease
 from .types import Completion, Messages, as_messages
 
 if TYPE_CHECKING:
+    import httpx
+
     from ..sim import SimConfig, SimProvider
 
 SIM_BASE_URL = "http://asynceval-sim/v1"
 SIM_MODEL = "asynceval-sim"
+_SIM_PATH = "/v1"  # SIM_BASE_URL's path: where the simulator's routes are
 ResponseFormat = Mapping[str, Any] | type[BaseModel]
 
 
 def _checked_base_url(base_url: str) -> str:
     """The base URL without a trailing slash; refuses what cannot work or would leak a secret."""
+    import httpx  # here, not at `import asynceval`: httpx brings its CLI (rich, click, pygments)
+
     url = httpx.URL(base_url)
     if url.scheme not in ("http", "https") or not url.host:
         raise ConfigError(
@@ -122,7 +126,8 @@ class ChatModel(ABC):
         self._headers_sent = {"content-type": "application/json", **headers}
         self._header_key = tuple(self._headers_sent.items())
         # Absolute once, so httpx need not merge a relative path into base_url on every call.
-        self._url = httpx.URL(f"{self.base_url}/{self.path}")
+        self._url = f"{self.base_url}/{self.path}"
+        self._sim_path = f"{_SIM_PATH}/{self.path}"
 
     @property
     def settings(self) -> Settings:
@@ -167,6 +172,8 @@ class ChatModel(ABC):
 
     def _open(self, runtime: Runtime) -> httpx.AsyncClient:
         """A new client for this model's endpoint (the runtime keeps it per event loop)."""
+        import httpx
+
         transport: HttpTransport | httpx.AsyncBaseTransport
         if self.base_url == SIM_BASE_URL:
             transport = httpx.ASGITransport(app=self._own_sim or runtime.sim)
@@ -217,6 +224,19 @@ class ChatModel(ABC):
         content = json.dumps(body).encode()
         estimated = estimated_tokens(content, body)
         runtime = self.runtime or Runtime.current()
+        gateway = self._gateway(runtime)
+        if self.base_url == SIM_BASE_URL:
+            # The embedded simulator is served in process, without HTTP emulation: same codec,
+            # same funnel, same simulated provider (its counters see every request).
+            sim = self._own_sim or runtime.sim
+            path = self._sim_path
+
+            async def simulated(lease: Lease) -> Completion:
+                return self._decode(await sim.respond(path, content), response_format)
+
+            return await gateway.call(
+                simulated, agent=agent, dimension=dimension, estimated_tokens=estimated
+            )
         pool = await runtime.pools.enter(self._key(runtime), lambda: self._open(runtime))
         try:
             client = pool.client
@@ -224,15 +244,13 @@ class ChatModel(ABC):
             async def attempt(lease: Lease) -> Completion:
                 return self._decode(await _post(client, self._url, content), response_format)
 
-            return await self._gateway(runtime).call(
+            return await gateway.call(
                 attempt, agent=agent, dimension=dimension, estimated_tokens=estimated
             )
         finally:
             pool.leave()
 
-    def _decode(
-        self, response: httpx.Response, response_format: Mapping[str, Any] | None
-    ) -> Completion:
+    def _decode(self, response: Reply, response_format: Mapping[str, Any] | None) -> Completion:
         data = check_response(response)
         completion: Completion = parse_or_malformed(data, lambda b: self._parse(b, response_format))
         return completion
@@ -269,6 +287,6 @@ class ChatModel(ABC):
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
 
 
-async def _post(client: httpx.AsyncClient, url: httpx.URL, content: bytes) -> httpx.Response:
+async def _post(client: httpx.AsyncClient, url: str, content: bytes) -> httpx.Response:
     with request_errors():
         return await client.post(url, content=content)

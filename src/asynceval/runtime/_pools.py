@@ -22,12 +22,14 @@ import contextlib
 import threading
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import anyio
-import httpx
 
 from ..config import HttpTransport
+
+if TYPE_CHECKING:
+    import httpx
 
 
 def create_client(
@@ -39,6 +41,8 @@ def create_client(
 ) -> httpx.AsyncClient:
     """An `httpx.AsyncClient` whose pool holds `limit` connections, with no timeout of its own
     (each attempt runs under `anyio.fail_after(LLM_CALL_TIMEOUT)` instead)."""
+    import httpx  # here, not at `import asynceval`: httpx brings its CLI (rich, click, pygments)
+
     limits = httpx.Limits(max_connections=limit, max_keepalive_connections=limit)
     chosen: httpx.AsyncBaseTransport | None
     if isinstance(transport, httpx.AsyncBaseTransport):

@@ -19,7 +19,7 @@ import hashlib
 import json
 import math
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 
@@ -27,6 +27,7 @@ from asynceval.sim._answers import Answer, Turn, answer, token_count
 from asynceval.sim._anthropic import ANTHROPIC
 from asynceval.sim._asgi import (
     Header,
+    Message,
     Receive,
     Scope,
     Send,
@@ -101,6 +102,19 @@ class SimProvider:
         self._stats.reset()
         self._attempts.clear()
         self._admitted.clear()
+
+    async def respond(self, path: str, body: bytes) -> SimReply:
+        """Answer one POST to a completion route (`/v1/chat/completions`, ...) in process, without
+        HTTP emulation: the same admission, caps, faults, latency, answers and counters as over
+        ASGI or a socket. A streamed request's events come back as one body once all are sent.
+        A hang waits until the caller is cancelled (its timeout), as a hung socket would."""
+        reply = _Collector()
+        dialect = _ROUTES.get(path)
+        if dialect is None:
+            await _send_json(reply, 404, OPENAI.error(404, f"No route for POST {path}", None))
+        else:
+            await self._complete(dialect, path, body, _never_disconnects, reply)
+        return reply.finish()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """ASGI entry point: HTTP and lifespan scopes (anything else is ignored)."""
@@ -293,6 +307,44 @@ class SimProvider:
         self._stats.record(status)
         payload = json.dumps(dialect.error(status, message, param)).encode()
         await send_response(send, status, payload, headers)
+
+
+class SimReply(NamedTuple):
+    """What `SimProvider.respond` answers: status, headers (lower-case names), whole body."""
+
+    status_code: int
+    headers: dict[str, str]
+    content: bytes
+
+
+class _Collector:
+    """An ASGI `send` that keeps the response in memory."""
+
+    __slots__ = ("chunks", "headers", "status")
+
+    def __init__(self) -> None:
+        self.status = 500
+        self.headers: dict[str, str] = {}
+        self.chunks: list[bytes] = []
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            self.headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in message["headers"]}
+        else:
+            self.chunks.append(message.get("body", b""))
+
+    def finish(self) -> SimReply:
+        chunks = self.chunks
+        return SimReply(
+            self.status, self.headers, chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        )
+
+
+async def _never_disconnects() -> Message:
+    """`receive` for an in-process caller: it leaves by being cancelled, never by a message."""
+    await anyio.sleep_forever()
+    raise AssertionError("unreachable")
 
 
 def sim_app(config: SimConfig | None = None) -> SimProvider:
