@@ -7,16 +7,19 @@ chain cost about 17 us per event, several times the event's own work, and a repe
 five or more. The console format goes through structlog's `ConsoleRenderer`. Secrets are blanked
 by the same processors as everywhere (`asynceval._redact`).
 
-A LOG_FILE is an `AppendOnlyFile`: each line is one unbuffered write, so a line written is in the
-kernel (a killed process loses none) and a full disk never leaves half a line. A stream given by
-the application is written and flushed per line, under a lock.
+A LOG_FILE is an `AppendOnlyFile`: the lines of one event-loop turn are written together, in one
+unbuffered write, when the turn ends (off an event loop, each line at once). So a killed process
+loses at most the lines of the turn it was in, and a full disk never leaves half a line. A
+stream given by the application is written and flushed per line, under a lock.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
+from asyncio import _get_running_loop as _running_loop
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
@@ -44,19 +47,28 @@ def timestamp() -> str:
 
 class EventLog:
     """Where events go and in which shape: `output` is a text stream or an AppendOnlyFile;
-    events below `level` (a name of LEVELS) are not written; `console` renders for people."""
+    events below `level` (a name of LEVELS) are not written; `console` renders for people.
+    `on_error(exception, lines_lost)` hears of a file write that failed after the event's own
+    call had returned (a batch written at the end of a loop turn)."""
 
-    def __init__(self, output: TextIO | AppendOnlyFile, level: str, *, console: bool) -> None:
+    def __init__(
+        self,
+        output: TextIO | AppendOnlyFile,
+        level: str,
+        *,
+        console: bool,
+        on_error: Callable[[Exception, int], None] | None = None,
+    ) -> None:
         self.output = output
         self.threshold = LEVELS[level.lower()]
         self._render: Callable[[str, dict[str, Any]], str] = (
             _console_renderer(output) if console else _render_json
         )
         self._file = output if isinstance(output, AppendOnlyFile) else None
+        self._on_error = on_error
         self._lock = threading.Lock()
-
-    def enabled(self, level: str) -> bool:
-        return LEVELS[level] >= self.threshold
+        self._pending: list[str] = []  # lines of this loop turn, not yet written (in order)
+        self._flush_on: set[asyncio.AbstractEventLoop] = set()  # loops with a flush scheduled
 
     def write(
         self, level: str, event: str, fields: Mapping[str, Any], bound: Mapping[str, Any]
@@ -74,20 +86,58 @@ class EventLog:
         self.write_line(self._render(level, record))
 
     def write_line(self, line: str) -> None:
-        """Write one rendered line as it is (a newline is added)."""
-        if self._file is not None:
-            self._file.write((line + "\n").encode("utf-8", "replace"))
+        """Write one rendered line (a newline is added). To a file, the lines of one event-loop
+        turn are written together at its end, one system call for all (off a loop: at once);
+        to a stream, each line is written and flushed at once."""
+        if self._file is None:
+            output = self.output
+            assert not isinstance(output, AppendOnlyFile)
+            with self._lock:
+                output.write(line + "\n")
+                output.flush()
             return
-        output = self.output
-        assert not isinstance(output, AppendOnlyFile)
+        loop = _running_loop()
         with self._lock:
-            output.write(line + "\n")
-            output.flush()
+            self._pending.append(line)
+            if loop is None:
+                self._write_pending()  # raises: the caller counts its own line
+                return
+            if loop in self._flush_on:
+                return
+            self._flush_on.add(loop)
+        loop.call_soon(self._flush_for, loop)
+
+    def _flush_for(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._lock:
+            self._flush_on.discard(loop)
+            lost = len(self._pending)
+            try:
+                self._write_pending()
+            except Exception as exc:
+                if self._on_error is not None:
+                    self._on_error(exc, lost)
+
+    def flush(self) -> None:
+        """Write the lines still waiting for their loop turn to end (a run's end, exit)."""
+        with self._lock:
+            self._write_pending()
+
+    def _write_pending(self) -> None:
+        """Write every waiting line in one write (lock held); they are dropped even if it fails:
+        a full disk takes none of them (an AppendOnlyFile writes whole or not at all)."""
+        lines, self._pending = self._pending, []
+        if lines and self._file is not None:
+            lines.append("")
+            self._file.write("\n".join(lines).encode("utf-8", "replace"))
 
     def close(self) -> None:
-        """Close a LOG_FILE this log opened (a stream is the application's to close)."""
+        """Write what is waiting, then close a LOG_FILE this log opened (a stream is the
+        application's to close)."""
         if self._file is not None:
-            self._file.close()
+            try:
+                self.flush()
+            finally:
+                self._file.close()
 
 
 def _render_json(level: str, record: dict[str, Any]) -> str:

@@ -73,6 +73,7 @@ STRUCTURED_OUTPUT_FALLBACK = "structured_output_fallback"
 _write_failures = 0
 _lock = threading.Lock()
 _log_out: EventLog | None = None
+_owned = False  # whether _log_out's file was opened here (closed when replaced)
 # What bind_context bound in this context: one variable holding a (never mutated) dict, so that
 # an event reads it in one lookup.
 _bound: ContextVar[dict[str, Any]] = ContextVar("asynceval_bound", default={})  # noqa: B039
@@ -82,35 +83,68 @@ def configure_logging(settings: Settings | None = None, *, stream: TextIO | None
     """Set up asynceval's own event output: JSON (or console) lines at LOG_LEVEL.
 
     Lines go to `stream` if given (written and flushed per line), else appended to LOG_FILE
-    (one unbuffered write per line: nothing is held in a buffer a crash would lose), else to
-    stderr. `settings` defaults to the current Runtime's. Calling it again replaces the previous
-    set-up (and closes a LOG_FILE it opened). Neither structlog's global configuration nor the
-    standard `logging` tree is touched.
+    (unbuffered; the lines of one event-loop turn in one write at its end, so a crash loses at
+    most that turn's), else to stderr. `settings` defaults to the current Runtime's. Calling it
+    again replaces the previous set-up (and closes a LOG_FILE it opened). Neither structlog's
+    global configuration nor the standard `logging` tree is touched.
     """
-    global _log_out
     if settings is None:
         from .runtime import Runtime  # the runtime reads the settings once for the process
 
         settings = Runtime.current().settings
+    if stream is None and settings.log_file:
+        _configure(settings, AppendOnlyFile(settings.log_file), owned=True)
+    else:
+        _configure(settings, stream if stream is not None else sys.stderr, owned=False)
+
+
+def _configure(settings: Settings, output: TextIO | AppendOnlyFile, *, owned: bool) -> None:
+    """`configure_logging` onto `output`; `owned`: close it when replaced or at exit (the CLI
+    hands over its own AppendOnlyFile, whose `error` it watches)."""
+    global _log_out, _owned
     register_secret(settings.llm_api_key)
+    log = EventLog(
+        output,
+        settings.log_level,
+        console=settings.log_format == "console",
+        on_error=_batch_failed,
+    )
     with _lock:
-        previous = _log_out
-        output: TextIO | AppendOnlyFile
-        if stream is None and settings.log_file:
-            output = AppendOnlyFile(settings.log_file)  # closed when replaced, or at exit
-        else:
-            output = stream if stream is not None else sys.stderr
-        _log_out = EventLog(output, settings.log_level, console=settings.log_format == "console")
-        if previous is not None and previous.output is not output:
-            previous.close()
+        previous, previous_owned = _log_out, _owned
+        _log_out, _owned = log, owned
+    if previous is not None:
+        with contextlib.suppress(Exception):
+            if previous_owned and previous.output is not output:
+                previous.close()
+            else:
+                previous.flush()
+
+
+def flush() -> None:
+    """Write the event lines still waiting for their event-loop turn to end (a run's end)."""
+    log = _log_out
+    if log is not None:
+        try:
+            log.flush()
+        except Exception as exc:
+            _count_failure("waiting event lines", exc)
+
+
+def _batch_failed(exc: Exception, lines: int) -> None:
+    global _write_failures
+    _write_failures += max(lines, 1) - 1  # _count_failure counts one
+    _count_failure(f"{lines} event lines of one loop turn", exc)
 
 
 def _close_at_exit() -> None:
-    """At interpreter exit: the events file is closed (every line is already written)."""
+    """At interpreter exit: waiting lines are written and the events file closed."""
     log = _log_out
     if log is not None:
-        with contextlib.suppress(OSError):
-            log.close()
+        with contextlib.suppress(Exception):
+            if _owned:
+                log.close()
+            else:
+                log.flush()
 
 
 atexit.register(_close_at_exit)
@@ -165,15 +199,15 @@ def _write(level: str, event: str, fields: dict[str, Any]) -> None:
         if LEVELS[level] >= log.threshold:
             log.write(level, event, fields, _bound.get())
     except Exception as exc:
-        _count_failure(event, exc)
+        _count_failure(f"the {event!r} event", exc)
 
 
-def _count_failure(event: str, exc: Exception) -> None:
+def _count_failure(what: str, exc: Exception) -> None:
     global _write_failures
     _write_failures += 1
     if _write_failures == 1:
         warnings.warn(
-            f"asynceval could not write the {event!r} event ({exc!r}); "
+            f"asynceval could not write {what} ({exc!r}); "
             "events.write_failures() counts the ones lost",
             RuntimeWarning,
             stacklevel=4,

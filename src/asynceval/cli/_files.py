@@ -36,17 +36,17 @@ class EventsStream(io.TextIOBase):
     def __init__(self, path: Path) -> None:
         super().__init__()
         try:
-            self._file = AppendOnlyFile(path)
+            self.file = AppendOnlyFile(path)
         except OSError as exc:
             raise CLIError(f"cannot write {path}: {_os_error(exc)}") from None
 
     @property
     def error(self) -> OSError | None:
-        return self._file.error
+        return self.file.error
 
     def write(self, text: str, /) -> int:
         """Append `text` (structlog writes one whole line per call); raises what the disk says."""
-        self._file.write(text.encode("utf-8", errors="replace"))
+        self.file.write(text.encode("utf-8", errors="replace"))
         return len(text)
 
     def flush(self) -> None:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO, cast
+from typing import Any
 
 import anyio
 
@@ -125,7 +125,8 @@ def _events_stream(out: Path, settings: Settings) -> EventsStream:
     stream = EventsStream(out / "events.jsonl")
     quiet_events_warning(stream)
     events_settings = _events_settings(settings, out / "events.jsonl")
-    events.configure_logging(events_settings, stream=cast(TextIO, stream))
+    # Its file itself, not the stream: the lines of a loop turn then go in one write.
+    events._configure(events_settings, stream.file, owned=True)
     return stream
 
 

@@ -35,6 +35,10 @@ def _json_default(value: Any) -> Any:
     return repr(value)
 
 
+# Built once: json.dumps with options other than the defaults builds an encoder per call.
+_encode = json.JSONEncoder(default=_json_default, ensure_ascii=False, allow_nan=False).encode
+
+
 def _plain(value: Any, seen: frozenset[int] = frozenset()) -> Any:
     """A copy JSON can always hold: string keys, finite numbers, no cycles, reprs for the rest."""
     if isinstance(value, str | bool | int) or value is None:
@@ -58,7 +62,7 @@ def encode_line(record: Mapping[str, Any]) -> bytes:
     NaN, cycles, arbitrary objects) are written as their string form. Registered secrets and
     key-shaped strings are blanked in its string values (never in the encoded text)."""
     try:
-        text = json.dumps(record, default=_json_default, ensure_ascii=False, allow_nan=False)
+        text = _encode(record)
     except (TypeError, ValueError, RecursionError):
         record = _plain(record)
         text = json.dumps(record, ensure_ascii=False, allow_nan=False)

@@ -174,6 +174,7 @@ class Run:
             )
             if self.counts["success"] and not self._calls_in_successes:
                 events.no_llm_calls(successes=self.counts["success"])
+            events.flush()  # the run's last lines are on disk when it returns
         await self.callbacks.fire("on_run_end", self.bench, self.reports)
         return self.reports
 
@@ -198,27 +199,34 @@ class Run:
         }
 
     async def _schedule(self) -> None:
-        """Start repetitions as slots free. A queue that fails stops new starts; the repetitions
-        in flight still finish and are recorded, then its error is raised as it was."""
-        outstanding = self._session.capacity if self._session is not None else self.max_tasks
-        slots = anyio.Semaphore(outstanding)
+        """Start repetitions as slots free: `capacity` workers, each taking the next repetition
+        when its last one ends (no task and no wake-up per repetition). A queue that fails stops
+        new starts; the repetitions in flight still finish and are recorded, then its error is
+        raised as it was."""
+        workers = self._session.capacity if self._session is not None else self.max_tasks
+        choosing = anyio.Lock(fast_acquire=True)  # one worker at a time asks the queue
         async with anyio.create_task_group() as tg:
             self._cancel_all = tg.cancel_scope
-            while True:
-                await slots.acquire()
-                try:
-                    unit = await self._next_unit()
-                except Exception as exc:
-                    self._queue_error = self._queue_error or exc
-                    unit = None
-                if unit is None:
-                    slots.release()
-                    break
-                tg.start_soon(self._run_unit, unit, slots)
+            for _ in range(workers):
+                tg.start_soon(self._work, choosing)
         if self._backend_error is not None:
             raise self._backend_error
         if self._queue_error is not None:
             raise self._queue_error
+
+    async def _work(self, choosing: anyio.Lock) -> None:
+        while True:
+            async with choosing:
+                try:
+                    unit = await self._next_unit()
+                except Exception as exc:  # nothing more starts, not even chosen tasks' repeats
+                    self._queue_error = self._queue_error or exc
+                    self._stopped = True
+                    self._pending.clear()
+                    unit = None
+            if unit is None:
+                return
+            await self._run_unit(unit)
 
     async def _next_unit(self) -> Unit | None:
         """The next repetition to start: pending repeats first, then a task from the queue.
@@ -254,45 +262,42 @@ class Run:
             await self.callbacks.fire("on_task_start", self.bench, task)
             self._pending.extend(units)
 
-    async def _run_unit(self, unit: Unit, slots: anyio.Semaphore) -> None:
-        try:
-            task = unit.task
-            await self.callbacks.fire("on_task_repeat_start", self.bench, task, unit.repeat_idx)
-            if self._session is not None:
-                try:
-                    report = await self._session.run(unit)
-                except BackendLost as exc:  # one error for the run, not one per repetition
-                    self._backend_error = self._backend_error or exc
-                    self._cancel_all.cancel()
-                    return
-            else:
-                report = await self.repetitions.run(unit)
-            self.counts[report["status"]] += 1  # counted before the write, which may be cut
-            if report["status"] == "success":
-                self._calls_in_successes += int((report.get("usage") or {}).get("llm_calls", 0))
-            if self.collect:
-                self.reports.append(report)
-            if self._results is not None:
-                await self._results.write(report)
-            await self.callbacks.fire("on_task_repeat_end", self.bench, report)
+    async def _run_unit(self, unit: Unit) -> None:
+        task = unit.task
+        await self.callbacks.fire("on_task_repeat_start", self.bench, task, unit.repeat_idx)
+        if self._session is not None:
             try:
-                self.queue.on_task_complete(task, report)
-                proceed = self.queue.should_continue()
-            except Exception as exc:  # a broken queue: no new starts, raised at the end
-                events.queue_failed(error=f"{type(exc).__name__}: {exc}")
-                self._queue_error = self._queue_error or exc
-                proceed = False
-            await self.callbacks.fire("on_queue_decision", self.bench, self.queue, proceed)
-            if not proceed:
-                self._stopped = True
-            state = self._task_states[task.id]
-            state.reports.append(report)
-            state.remaining -= 1
-            if state.remaining == 0:
-                del self._task_states[task.id]
-                await self.callbacks.fire("on_task_end", self.bench, task, state.reports)
-        finally:
-            slots.release()
+                report = await self._session.run(unit)
+            except BackendLost as exc:  # one error for the run, not one per repetition
+                self._backend_error = self._backend_error or exc
+                self._cancel_all.cancel()
+                return
+        else:
+            report = await self.repetitions.run(unit)
+        self.counts[report["status"]] += 1  # counted before the write, which may be cut
+        if report["status"] == "success":
+            self._calls_in_successes += int((report.get("usage") or {}).get("llm_calls", 0))
+        if self.collect:
+            self.reports.append(report)
+        if self._results is not None:
+            await self._results.write(report)
+        await self.callbacks.fire("on_task_repeat_end", self.bench, report)
+        try:
+            self.queue.on_task_complete(task, report)
+            proceed = self.queue.should_continue()
+        except Exception as exc:  # a broken queue: no new starts, raised at the end
+            events.queue_failed(error=f"{type(exc).__name__}: {exc}")
+            self._queue_error = self._queue_error or exc
+            proceed = False
+        await self.callbacks.fire("on_queue_decision", self.bench, self.queue, proceed)
+        if not proceed:
+            self._stopped = True
+        state = self._task_states[task.id]
+        state.reports.append(report)
+        state.remaining -= 1
+        if state.remaining == 0:
+            del self._task_states[task.id]
+            await self.callbacks.fire("on_task_end", self.bench, task, state.reports)
 
 
 def _runtime_for(bench: Benchmark) -> Runtime:
