@@ -30,6 +30,7 @@ LEVELS = {"debug": 10, "info": 20, "warning": 30, "warn": 30, "error": 40, "crit
 _NAMES = {"debug": "DEBUG", "info": "INFO", "warning": "WARNING", "warn": "WARNING"}
 _NAMES |= {"error": "ERROR", "critical": "CRITICAL"}
 
+_MOST_WAITING = 256  # lines held for the end of a loop turn: a long turn still writes as it goes
 _encode = json.JSONEncoder(default=repr).encode  # what structlog's JSONRenderer did: repr() else
 _stamp_cache: tuple[int, str] = (-1, "")
 
@@ -99,7 +100,7 @@ class EventLog:
         loop = _running_loop()
         with self._lock:
             self._pending.append(line)
-            if loop is None:
+            if loop is None or len(self._pending) >= _MOST_WAITING:
                 self._write_pending()  # raises: the caller counts its own line
                 return
             if loop in self._flush_on:

@@ -83,6 +83,11 @@ class AppendOnlyFile:
     def flush(self) -> None:
         """Nothing to do (see the class docstring); here so the file can stand in for IO."""
 
+    def size(self) -> int:
+        """The file's size now: where the next write lands."""
+        with self._lock:
+            return os.fstat(self._fd).st_size
+
     def close(self) -> None:
         """Close the file; closing twice is harmless."""
         with self._lock:

@@ -29,6 +29,7 @@ import dask.config
 from distributed import Client, LocalCluster, Semaphore
 
 from .. import events
+from ..engine.run_reports import RunReports
 from ..errors import ConfigError
 from ._batches import Batcher
 from ._rate import RatePlugin, forget_run
@@ -291,7 +292,7 @@ def pickled_benchmark(bench: Benchmark) -> bytes:
     travelling.runtime = None
     travelling.controller = None
     travelling.callbacks = []
-    travelling.reports = []
+    travelling.reports = RunReports.empty()
     try:
         sent: bytes = cloudpickle.dumps(travelling)
         return sent

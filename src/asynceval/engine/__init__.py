@@ -8,6 +8,7 @@ from .queues import PriorityQueue, SequentialQueue, TaskQueue
 from .registry import ComponentRegistry
 from .report import REPORT_KEYS
 from .results import read_records, successful_pairs
+from .run_reports import RunReports
 from .status import TaskExecutionStatus, TerminationReason
 from .task import Task, TaskProtocol, TimeoutAction, iter_tasks, load_tasks
 
@@ -19,6 +20,7 @@ __all__ = [
     "ComponentRegistry",
     "Evaluator",
     "PriorityQueue",
+    "RunReports",
     "SequentialQueue",
     "Task",
     "TaskContext",

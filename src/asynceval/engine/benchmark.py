@@ -34,6 +34,7 @@ from .context import current_context
 from .queues import TaskQueue
 from .registry import ComponentRegistry
 from .report import error_entry
+from .run_reports import RunReports
 from .status import TerminationReason
 from .task import Task
 from .threads import call_maybe_async
@@ -94,7 +95,8 @@ class Benchmark(ABC):
         self.controller = controller
         self.runtime = runtime
         self.registry = ComponentRegistry()  # its benchmark_config is gathered when a run starts
-        self.reports: list[dict[str, Any]] = []
+        self.reports: RunReports = RunReports.empty()
+        """The last run's reports (what `run` returned)."""
 
     def gather_config(self) -> dict[str, Any]:
         """The benchmark's own configuration, recorded in every report's `config`."""
@@ -254,14 +256,16 @@ class Benchmark(ABC):
         resume: bool = False,
         collect: bool = True,
         backend: Backend | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> RunReports:
         """Run every task `n_task_repeats` times and return the reports.
 
         `tasks` are Tasks or dicts of Task fields, taken lazily. `queue` is a TaskQueue, or a
         queue class to build from `tasks` (default SequentialQueue). `agent_data` is one dict for
         all tasks or a list with one per task. With `results_path`, reports are appended to that
         JSONL file as they complete; `resume=True` skips the (task, repeat) pairs already
-        successful there. `collect=False` keeps no reports in memory (they are still written).
+        successful there. The reports come back as a `RunReports` sequence read from the results
+        file on demand (a temporary file without `results_path`), so memory stays flat however
+        many there are; `collect=False` returns none (they are still written to `results_path`).
         `backend` runs the repetitions elsewhere (`asynceval.distributed.DaskBackend`: a Dask
         cluster); the queue, results file, callbacks and summary stay here.
         """
@@ -280,7 +284,7 @@ class Benchmark(ABC):
         self.reports = await run.execute()
         return self.reports
 
-    def run_sync(self, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    def run_sync(self, *args: Any, **kwargs: Any) -> RunReports:
         """`run` for scripts and notebooks. Inside a running event loop (Jupyter), the run gets
         its own thread and event loop (an anyio blocking portal); this call blocks until it ends,
         and Ctrl-C cancels the run cleanly (finished reports are on disk) before re-raising."""
@@ -291,7 +295,7 @@ class Benchmark(ABC):
         with anyio.from_thread.start_blocking_portal() as portal:
             future = portal.start_task_soon(functools.partial(self.run, *args, **kwargs))
             try:
-                reports: list[dict[str, Any]] = future.result()
+                reports: RunReports = future.result()
                 return reports
             except KeyboardInterrupt:
                 future.cancel()

@@ -152,6 +152,8 @@ class ResultsFile:
         self.path = os.fspath(path)
         self.header = {"type": "header", **header}
         self.written = 0
+        self.start = 0  # where this run's lines begin (its header), and end once closed
+        self.end = 0
         self._file: AppendOnlyFile | None = None
         self._in_thread = 0  # lines handed to the writer thread and not yet written
         self._writer = writer if writer is not None else process_writer()
@@ -168,6 +170,7 @@ class ResultsFile:
         mend = b"\n" if not _ends_with_newline(self.path) else b""
         file = AppendOnlyFile(self.path)
         try:
+            self.start = file.size() + len(mend)
             file.write(mend + encode_line(self.header))  # one write: both land or neither
         except OSError:
             file.close()
@@ -204,5 +207,12 @@ class ResultsFile:
     ) -> None:
         file, self._file = self._file, None
         if file is not None:
+
+            def close() -> None:
+                try:
+                    self.end = file.size()
+                finally:
+                    file.close()
+
             with anyio.CancelScope(shield=True):  # after every line handed over before it
-                await self._writer.run(file.close)
+                await self._writer.run(close)

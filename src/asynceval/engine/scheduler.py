@@ -10,8 +10,10 @@ far, then the task's TimeoutAction may run it once more. Infrastructure failures
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
+import tempfile
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -22,6 +24,7 @@ from os import PathLike
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 from anyio.from_thread import BlockingPortal
 
@@ -34,6 +37,7 @@ from .callbacks import CallbackRunner
 from .queues import SequentialQueue, TaskQueue
 from .repetition import Repetitions, Unit
 from .results import ResultsFile, successful_reports
+from .run_reports import RunReports
 from .task import Task, as_task, duplicate_message
 from .threads import ThreadRunner, threads_scope
 
@@ -82,7 +86,8 @@ class Run:
         if resume and results_path is None:
             raise ConfigError("resume=True needs a results_path to resume from")
         self.collect = collect
-        self.reports: list[dict[str, Any]] = []
+        self.reports = RunReports.empty()
+        self._temporary: str | None = None  # the results file of a run given none, if it collects
         self.counts: Counter[str] = Counter()
         self._calls_in_successes = 0  # LLM calls the successful repetitions recorded
         self.repetitions = Repetitions(benchmark, self.settings, self.runtime.retry_policy)
@@ -97,7 +102,7 @@ class Run:
         self._prior: dict[tuple[str, int], dict[str, Any]] = {}
         self._results: ResultsFile | None = None
 
-    async def execute(self) -> list[dict[str, Any]]:
+    async def execute(self) -> RunReports:
         """Run to the end with the runtime bound, a portal for sync code and the run's threads;
         the connection pools the run opened are closed at its end."""
         runtime = self.runtime
@@ -117,10 +122,13 @@ class Run:
                     await portal.stop(cancel_remaining=True)  # calls of abandoned threads
         finally:
             runtime.unbind(token)
+            if self._temporary is not None and self.reports.path is None:  # failed: not returned
+                with contextlib.suppress(OSError):
+                    os.unlink(self._temporary)
         assert error is not None  # the block either returned or caught it
         raise error
 
-    async def _execute(self, controller: ConcurrencyController) -> list[dict[str, Any]]:
+    async def _execute(self, controller: ConcurrencyController) -> RunReports:
         settings = self.settings
         self.bench.registry.benchmark_config = self.bench.gather_config()
         if self.resume and self.results_path is not None:
@@ -134,9 +142,7 @@ class Run:
                 )
             return await self._execute_on(controller, started)
 
-    async def _execute_on(
-        self, controller: ConcurrencyController, started: float
-    ) -> list[dict[str, Any]]:
+    async def _execute_on(self, controller: ConcurrencyController, started: float) -> RunReports:
         settings = self.settings
         where = dict(self._session.description) if self._session is not None else {}
         events.run_started(
@@ -151,11 +157,12 @@ class Run:
         interrupted = True
         try:
             async with AsyncExitStack() as stack:
-                if self.results_path is not None:
+                path = self.results_path
+                if path is None and self.collect:  # the reports are returned from a file
+                    path = self._temporary = _temporary_results()
+                if path is not None:
                     self._results = await stack.enter_async_context(
-                        ResultsFile(
-                            self.results_path, self._header(controller), self.runtime.writer
-                        )
+                        ResultsFile(path, self._header(controller), self.runtime.writer)
                     )
                 await self.callbacks.fire("on_run_start", self.bench)
                 await self._schedule()
@@ -175,6 +182,11 @@ class Run:
             if self.counts["success"] and not self._calls_in_successes:
                 events.no_llm_calls(successes=self.counts["success"])
             events.flush()  # the run's last lines are on disk when it returns
+        if self.collect and self._results is not None:
+            results = self._results
+            self.reports = RunReports(
+                results.path, results.start, results.end, temporary=self._temporary is not None
+            )
         await self.callbacks.fire("on_run_end", self.bench, self.reports)
         return self.reports
 
@@ -227,6 +239,9 @@ class Run:
             if unit is None:
                 return
             await self._run_unit(unit)
+            # A repetition that never waited (an instant answer) must not keep the loop: others
+            # (progress, a cancellation, the events written at the turn's end) get their turn.
+            await anyio.lowlevel.checkpoint()
 
     async def _next_unit(self) -> Unit | None:
         """The next repetition to start: pending repeats first, then a task from the queue.
@@ -277,8 +292,6 @@ class Run:
         self.counts[report["status"]] += 1  # counted before the write, which may be cut
         if report["status"] == "success":
             self._calls_in_successes += int((report.get("usage") or {}).get("llm_calls", 0))
-        if self.collect:
-            self.reports.append(report)
         if self._results is not None:
             await self._results.write(report)
         await self.callbacks.fire("on_task_repeat_end", self.bench, report)
@@ -298,6 +311,14 @@ class Run:
         if state.remaining == 0:
             del self._task_states[task.id]
             await self.callbacks.fire("on_task_end", self.bench, task, state.reports)
+
+
+def _temporary_results() -> str:
+    """A new empty file for the reports of a run given no results_path (its RunReports owns
+    it and deletes it)."""
+    descriptor, path = tempfile.mkstemp(prefix="asynceval-reports-", suffix=".jsonl")
+    os.close(descriptor)
+    return path
 
 
 def _runtime_for(bench: Benchmark) -> Runtime:
