@@ -1,19 +1,22 @@
 """The engine against a bare loop, measured side by side in one run.
 
-W1: N tasks, each one 50 ms LLM call, limit 50, over real loopback HTTP against `asynceval sim
-serve` in a subprocess, with the event log and the results file on. Efficiency = ideal / wall,
-ideal = N x latency / limit. The bare loop is 50 anyio workers sharing the N calls on one
-`httpx.AsyncClient` over the httpx-aiohttp transport (the fastest client measured). Then the peak
-RSS of whole engine runs at N=10,000 and N=100,000 in fresh subprocesses (tasks generated lazily,
-reports written to the results file and not kept), to show memory stays flat as N grows.
+In process (DESIGN section 12): W1 = N repetitions, each one LLM call of fixed latency, through
+the whole engine (hooks, events file, results file), limit C = 50, against the embedded simulated
+provider. The bare loop is 50 anyio workers sharing the N calls, each call the same simulator
+answering the same kind of request (`SimProvider.respond` and `json.loads` of the answer): what is
+left of the engine's CPU per repetition after the bare loop's per call is the engine's own cost.
+Then the ceiling (0 ms latency: repetitions per second), then W1 over real loopback HTTP against
+`asynceval sim serve`, then the peak RSS of whole runs in fresh subprocesses (default options,
+and `collect=False`).
 
-    python benchmarks/engine.py                 # W1 with N=10,000, 2 rounds, then RSS
-    python benchmarks/engine.py --tasks 2000 --rounds 1 --rss-tasks 10000
+    python benchmarks/engine.py                  # everything (about 10 minutes)
+    python benchmarks/engine.py --tasks 2000 --rounds 1 --sizes 10000 --rss 10000
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import resource
 import statistics
 import subprocess
@@ -30,7 +33,7 @@ from httpx_aiohttp import AiohttpTransport
 
 from asynceval import Benchmark, OpenAIChatModel, Settings, Task, configure_logging
 from asynceval.limits import ConcurrencyController
-from asynceval.sim import SimConfig
+from asynceval.sim import SimConfig, SimProvider
 
 sys.path.insert(0, str(Path(__file__).parent))
 from call_path import BODY, run_workers, sim_server
@@ -91,35 +94,96 @@ async def w1_round(
     return results
 
 
-async def rss_child(n: int, out: Path) -> None:
-    """One whole engine run in this (fresh) process; prints the peak RSS in MB."""
+async def inprocess_round(n: int, limit: int, latency: float, out: Path) -> dict[str, float]:
+    """W1 in process: the bare loop on the simulator, then the engine on a simulator of its own
+    with the same configuration; efficiency (0 ms: repetitions per second) and CPU per call."""
+    config = SimConfig(latency=latency, latency_distribution="fixed")
+    sim = SimProvider(config)
+    counter = 0
+
+    async def bare() -> None:
+        nonlocal counter
+        counter += 1  # a new question each time, as the engine's tasks ask
+        message = {"role": "user", "content": f"What is {counter} + {counter}?"}
+        body = json.dumps({"model": "sim", "messages": [message]}).encode()
+        reply = await sim.respond("/v1/chat/completions", body)
+        json.loads(reply.content)["choices"][0]["message"]
+
+    ideal = n * latency / limit
+
+    def rate(wall: float) -> float:
+        return ideal / wall if latency else n / wall
+
+    results: dict[str, float] = {}
+    await run_workers(limit * 2, limit, bare)
+    cpu = time.process_time()
+    results["bare"] = rate(await run_workers(n, limit, bare))
+    results["bare_cpu_us"] = (time.process_time() - cpu) / n * 1e6
+
+    configure_logging(Settings(log_file=str(out / "events.jsonl")))
+    async with OpenAIChatModel(controller=ConcurrencyController(limit), sim_config=config) as model:
+        bench = OneCall(model, max_concurrent_tasks=2 * limit)
+        await bench.run(tasks(limit * 2), collect=False)
+        cpu, started = time.process_time(), time.perf_counter()
+        await bench.run(tasks(n), results_path=out / "results.jsonl", collect=False)
+        results["engine"] = rate(time.perf_counter() - started)
+        results["engine_cpu_us"] = (time.process_time() - cpu) / n * 1e6
+    return results
+
+
+async def rss_child(n: int, collect: bool, out: Path) -> None:
+    """One whole engine run in this (fresh) process; prints the peak RSS in MB. `collect`: the
+    default options (reports returned; a results file of the run's own), else collect=False
+    with a results file."""
     configure_logging(Settings(log_file=str(out / "events.jsonl")))
     sim = SimConfig(latency=0.0)
     async with OpenAIChatModel(controller=ConcurrencyController(50), sim_config=sim) as model:
         bench = OneCall(model, max_concurrent_tasks=100)
-        await bench.run(tasks(n), results_path=out / "results.jsonl", collect=False)
+        if collect:
+            reports = await bench.run(tasks(n))
+            assert len(reports) == n
+        else:
+            await bench.run(tasks(n), results_path=out / "results.jsonl", collect=False)
     print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", type=int, default=10_000)
-    parser.add_argument("--limit", type=int, default=50)
-    parser.add_argument("--latency", type=float, default=0.05)
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--rss-tasks", type=int, nargs="*", default=[10_000, 100_000])
-    parser.add_argument("--rss-child", type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    out = Path(tempfile.mkdtemp(prefix="asynceval-engine-"))
-    if args.rss_child:
-        anyio.run(rss_child, args.rss_child, out)
-        return
+def _in_process(args: argparse.Namespace, out: Path) -> None:
+    for n in args.sizes:
+        ideal = n * args.latency / args.limit
+        print(
+            f"W1 in process: {n} repetitions x one {args.latency * 1000:.0f} ms call, limit "
+            f"{args.limit}, events + results file on; ideal {ideal:.1f} s"
+        )
+        ratios, extra = [], []
+        for round_no in range(1, args.rounds + 1):
+            res = anyio.run(inprocess_round, n, args.limit, args.latency, out)
+            ratios.append(res["engine"] / res["bare"])
+            extra.append(res["engine_cpu_us"] - res["bare_cpu_us"])
+            print(
+                f"  round {round_no}: bare {res['bare']:.3f} ({res['bare_cpu_us']:.0f} us CPU/call)"
+                f"  engine {res['engine']:.3f} ({res['engine_cpu_us']:.0f} us CPU/rep)"
+                f"  engine/bare {ratios[-1]:.3f}  engine CPU - bare {extra[-1]:.0f} us"
+            )
+        print(
+            f"  median engine/bare {statistics.median(ratios):.3f}, "
+            f"median engine CPU per repetition less the bare loop's {statistics.median(extra):.0f} us"
+        )
+    n = args.sizes[0]
+    print(f"ceiling: W1 in process at 0 ms, limit {args.limit}, {n} repetitions")
+    for round_no in range(1, args.rounds + 1):
+        res = anyio.run(inprocess_round, n, args.limit, 0.0, out)
+        print(
+            f"  round {round_no}: bare {res['bare']:.0f} calls/s ({res['bare_cpu_us']:.0f} us CPU)"
+            f"  engine {res['engine']:.0f} repetitions/s ({res['engine_cpu_us']:.0f} us CPU)"
+        )
 
+
+def _loopback(args: argparse.Namespace, out: Path) -> None:
     with sim_server(args.latency) as base_url:
         ideal = args.tasks * args.latency / args.limit
         print(
-            f"W1: {args.tasks} tasks x one {args.latency * 1000:.0f} ms call, limit {args.limit}, "
-            f"loopback HTTP, events + results file on; ideal {ideal:.1f} s"
+            f"W1 over loopback HTTP: {args.tasks} tasks x one {args.latency * 1000:.0f} ms call, "
+            f"limit {args.limit}, events + results file on; ideal {ideal:.1f} s"
         )
         ratios = []
         for round_no in range(1, args.rounds + 1):
@@ -132,16 +196,43 @@ def main() -> None:
             )
         print(f"  median engine/bare: {statistics.median(ratios):.3f}")
 
-    for n in args.rss_tasks:
+
+def _rss(args: argparse.Namespace) -> None:
+    runs = [(n, True) for n in args.rss] + [(n, False) for n in args.rss_uncollected]
+    for n, collect in runs:
         started = time.perf_counter()
         done = subprocess.run(
-            [sys.executable, __file__, "--rss-child", str(n)],
+            [sys.executable, __file__, "--rss-child", str(n), *(["--collect"] if collect else [])],
             capture_output=True, text=True, check=True,
         )  # fmt: skip
+        how = "default options (reports returned)" if collect else "collect=False"
         print(
-            f"peak RSS, whole run of {n} tasks (in-process sim, 0 ms): "
+            f"peak RSS, whole run of {n} repetitions, {how} (in-process sim, 0 ms): "
             f"{float(done.stdout.strip()):.1f} MB ({time.perf_counter() - started:.0f} s)"
         )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000])
+    parser.add_argument("--tasks", type=int, default=10_000, help="loopback W1 size")
+    parser.add_argument("--limit", type=int, default=50)
+    parser.add_argument("--latency", type=float, default=0.05)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rss", type=int, nargs="*", default=[100_000])
+    parser.add_argument("--rss-uncollected", type=int, nargs="*", default=[100_000, 1_000_000])
+    parser.add_argument("--skip-loopback", action="store_true")
+    parser.add_argument("--rss-child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--collect", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    out = Path(tempfile.mkdtemp(prefix="asynceval-engine-"))
+    if args.rss_child:
+        anyio.run(rss_child, args.rss_child, args.collect, out)
+        return
+    _in_process(args, out)
+    if not args.skip_loopback:
+        _loopback(args, out)
+    _rss(args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,158 @@
+"""Event lines to a LOG_FILE: written at once off an event loop, batched per event-loop turn on
+one (flushed early past 256 waiting lines, or by `events.flush()`), whole lines from any thread."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from asynceval import Benchmark, Settings, Task, configure_logging, events
+
+
+@pytest.fixture
+def log_file(tmp_path: Path) -> Iterator[Path]:
+    """Events go to a LOG_FILE for this test; it is closed (and replaced) afterwards."""
+    path = tmp_path / "events.jsonl"
+    configure_logging(Settings(log_file=str(path), log_level="DEBUG"))
+    yield path
+    configure_logging(Settings(log_level="DEBUG"), stream=io.StringIO())
+
+
+def lines(path: Path) -> list[str]:
+    if not path.exists():
+        return []
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in lines(path)]
+
+
+def probes(path: Path) -> list[int]:
+    return [r["n"] for r in records(path) if r["event"] == "probe"]
+
+
+def test_off_an_event_loop_a_line_is_in_the_file_at_once(log_file: Path) -> None:
+    events.emit("probe", n=1)
+    assert probes(log_file) == [1]
+    events.emit("probe", n=2)
+    assert probes(log_file) == [1, 2]
+
+
+async def test_the_lines_of_one_loop_turn_are_written_when_it_ends(log_file: Path) -> None:
+    for n in range(5):
+        events.emit("probe", n=n)
+    assert probes(log_file) == []  # still waiting for the turn to end
+    await anyio.lowlevel.checkpoint()
+    assert probes(log_file) == [0, 1, 2, 3, 4]
+    events.emit("probe", n=5)
+    events.emit("probe", n=6)
+    await anyio.sleep(0)
+    assert probes(log_file) == [0, 1, 2, 3, 4, 5, 6]
+    assert all(r["level"] == "INFO" for r in records(log_file))
+
+
+async def test_flush_writes_the_waiting_lines_at_once(log_file: Path) -> None:
+    events.emit("probe", n=1)
+    events.emit("probe", n=2)
+    assert probes(log_file) == []
+    events.flush()  # no await in between: the turn has not ended
+    assert probes(log_file) == [1, 2]
+    await anyio.lowlevel.checkpoint()  # the scheduled write finds nothing left: no duplicate
+    assert probes(log_file) == [1, 2]
+
+
+async def test_a_long_turn_writes_as_it_goes(log_file: Path) -> None:
+    for n in range(300):
+        events.emit("probe", n=n)
+    written = probes(log_file)  # read inside the same turn
+    assert len(written) >= 256
+    assert written == list(range(len(written)))
+    await anyio.lowlevel.checkpoint()
+    assert probes(log_file) == list(range(300))
+
+
+class Instant(Benchmark):
+    """An agent that answers without awaiting anything."""
+
+    async def setup_agents(self, agent_data: Any, environment: Any, task: Task, user: Any) -> Any:
+        def agent(query: Any) -> Any:
+            return query
+
+        async def instant(query: Any) -> Any:
+            return agent(query)
+
+        return [instant], {"main": instant}
+
+
+async def test_a_run_of_instant_answers_lets_other_tasks_run(log_file: Path) -> None:
+    n_tasks = 300
+    ticks = 0
+    done = False
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not done:
+            ticks += 1
+            await anyio.sleep(0)
+
+    async def run() -> None:
+        nonlocal done
+        try:
+            tasks = [Task(query=f"q{i}", id=f"t{i}") for i in range(n_tasks)]
+            reports = await Instant(max_concurrent_tasks=2).run(tasks, collect=False)
+            assert len(reports) == 0
+        finally:
+            done = True
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        await anyio.lowlevel.checkpoint()  # the ticker is running before the run starts
+        ticks_before = ticks
+        await run()
+    assert ticks - ticks_before >= 50
+
+    written = records(log_file)
+    finished = [r for r in written if r["event"] == "task_finished"]
+    assert len(finished) == n_tasks
+    assert {r["status"] for r in finished} == {"success"}
+    assert written[-1]["event"] in ("run_finished", "no_llm_calls")
+
+
+def test_events_of_two_threads_with_their_own_loops_are_all_whole_lines(log_file: Path) -> None:
+    per_thread = 400
+    errors: list[BaseException] = []
+
+    async def emit_many(name: str) -> None:
+        for n in range(per_thread):
+            events.emit("probe", thread=name, n=n, padding="x" * 200)
+            if n % 7 == 0:
+                await anyio.sleep(0)
+
+    def worker(name: str) -> None:
+        try:
+            anyio.run(emit_many, name)
+        except BaseException as exc:  # reported by the test, not lost in the thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(name,)) for name in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert not errors
+    assert not any(thread.is_alive() for thread in threads)
+
+    raw = lines(log_file)
+    parsed = [json.loads(line) for line in raw]  # every line valid JSON: none interleaved
+    assert len(parsed) == 2 * per_thread
+    for name in ("a", "b"):
+        assert [r["n"] for r in parsed if r.get("thread") == name] == list(range(per_thread))
