@@ -55,7 +55,7 @@ async def test_the_lines_of_one_loop_turn_are_written_when_it_ends(log_file: Pat
     assert probes(log_file) == [0, 1, 2, 3, 4]
     events.emit("probe", n=5)
     events.emit("probe", n=6)
-    await anyio.sleep(0)
+    await anyio.lowlevel.checkpoint()
     assert probes(log_file) == [0, 1, 2, 3, 4, 5, 6]
     assert all(r["level"] == "INFO" for r in records(log_file))
 
@@ -84,11 +84,8 @@ class Instant(Benchmark):
     """An agent that answers without awaiting anything."""
 
     async def setup_agents(self, agent_data: Any, environment: Any, task: Task, user: Any) -> Any:
-        def agent(query: Any) -> Any:
-            return query
-
         async def instant(query: Any) -> Any:
-            return agent(query)
+            return query  # no await: the repetition never yields on its own
 
         return [instant], {"main": instant}
 
@@ -102,7 +99,7 @@ async def test_a_run_of_instant_answers_lets_other_tasks_run(log_file: Path) -> 
         nonlocal ticks
         while not done:
             ticks += 1
-            await anyio.sleep(0)
+            await anyio.lowlevel.checkpoint()
 
     async def run() -> None:
         nonlocal done
@@ -135,7 +132,7 @@ def test_events_of_two_threads_with_their_own_loops_are_all_whole_lines(log_file
         for n in range(per_thread):
             events.emit("probe", thread=name, n=n, padding="x" * 200)
             if n % 7 == 0:
-                await anyio.sleep(0)
+                await anyio.lowlevel.checkpoint()
 
     def worker(name: str) -> None:
         try:

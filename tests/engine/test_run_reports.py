@@ -44,6 +44,14 @@ def pairs(reports: Any) -> set[tuple[str, int]]:
     return {(r["task_id"], r["repeat_idx"]) for r in reports}
 
 
+def exists(path: str) -> bool:
+    return os.path.exists(path)
+
+
+def listing(directory: Path) -> list[Path]:
+    return list(directory.iterdir())
+
+
 def temporary_files() -> set[str]:
     return set(glob.glob(os.path.join(tempfile.gettempdir(), TEMPORARY_PATTERN)))
 
@@ -145,7 +153,9 @@ async def test_a_resumed_run_returns_only_the_repetitions_it_ran(tmp_path: Path)
     assert bench.reports == list(resumed)
 
     # Nothing left to do: a third resume returns no report (the file only gains its header).
-    again = await Instant(n_task_repeats=2).run(tasks("a", "b", "c"), results_path=path, resume=True)
+    again = await Instant(n_task_repeats=2).run(
+        tasks("a", "b", "c"), results_path=path, resume=True
+    )
     assert len(again) == 0
     assert list(again) == [] and again[:] == []
 
@@ -160,7 +170,7 @@ async def test_without_results_path_a_temporary_file_lives_as_long_as_the_report
     assert reports.temporary is True
     path = reports.path
     assert path is not None
-    assert os.path.exists(path)
+    assert exists(path)
     assert temporary_files() == {path}
     assert len(reports) == 6
     assert pairs(reports) == {(tid, r) for tid in "ab" for r in range(3)}
@@ -170,20 +180,20 @@ async def test_without_results_path_a_temporary_file_lives_as_long_as_the_report
     # Held by the benchmark alone: the file stays.
     del reports
     gc.collect()
-    assert os.path.exists(path)
+    assert exists(path)
 
     # A new run replaces bench.reports: the first run's file goes, the new one is there.
     second = await bench.run(tasks("c"))
     gc.collect()
-    assert not os.path.exists(path)
-    assert second.path is not None and os.path.exists(second.path)
+    assert not exists(path)
+    assert second.path is not None and exists(second.path)
     assert temporary_files() == {second.path}
 
     second_path = second.path
     del second
     bench.reports = RunReports.empty()
     gc.collect()
-    assert not os.path.exists(second_path)
+    assert not exists(second_path)
     assert temporary_files() == set()
 
 
@@ -197,7 +207,7 @@ async def test_collect_false_returns_no_reports_and_writes_no_temporary_file(
     assert list(reports) == [] and reports == []
     assert reports.path is None
     assert temporary_files() == set()
-    assert list(private_tempdir.iterdir()) == []
+    assert listing(private_tempdir) == []
 
     # With a results file: the reports are still written there, just not returned.
     path = tmp_path / "results.jsonl"
@@ -244,7 +254,7 @@ async def test_a_run_whose_queue_raises_leaves_no_temporary_file(
     assert len(queue.files_when_failing - before) == 1  # the run had its temporary file then
     gc.collect()
     assert temporary_files() == before
-    assert list(private_tempdir.iterdir()) == []
+    assert listing(private_tempdir) == []
 
 
 async def test_a_run_with_duplicate_lazy_task_ids_leaves_no_temporary_file(

@@ -52,9 +52,11 @@ class ControllerStatistics:
 
 
 class _Waiter:
-    """A caller in line. `event` is set to grant it a slot, or to make it look at a new pause.
+    """A caller in line. `event` (a future of its loop) is done to grant it a slot, or to make
+    it look at a new pause; a plain future, not an anyio.Event: one per waiting caller, and
+    cancellation reaches it the same way (the controller runs on asyncio only).
 
-    `wake` sets the event from whichever thread grants: directly on the waiter's own loop thread,
+    `wake` completes it from whichever thread grants: directly on the waiter's own loop thread,
     through `call_soon_threadsafe` from any other thread (another event loop's caller releasing).
     """
 
@@ -64,24 +66,29 @@ class _Waiter:
         self.endpoint = endpoint
         self.front = front
         self.queued_at = queued_at
-        self.event = anyio.Event()
+        self.loop = asyncio.get_running_loop()
+        self.event: asyncio.Future[None] = self.loop.create_future()
         self.granted = False
         self.timed = False  # asleep until a pause ends, so it wakes by itself
         self.thread = threading.get_ident()
-        self.loop = asyncio.get_running_loop()
 
     def wake(self) -> bool:
-        """Set the event from any thread; False when the waiter's loop has closed."""
+        """Complete the future from any thread; False when the waiter's loop has closed."""
         if self.loop.is_closed():
             return False  # nobody will ever take this grant (a later loop in the same thread)
         try:
             if threading.get_ident() == self.thread:
-                self.event.set()
+                _set(self.event)
             else:
-                self.loop.call_soon_threadsafe(self.event.set)
+                self.loop.call_soon_threadsafe(_set, self.event)
         except RuntimeError:  # that loop closed meanwhile
             return False
         return True
+
+
+def _set(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class SharedLimit(Protocol):
@@ -365,14 +372,14 @@ class ConcurrencyController:
             self._wake(chosen)
             if hold > 0:
                 with anyio.move_on_after(hold):
-                    await waiter.event.wait()
+                    await waiter.event  # cancelled by the timeout: a later grant sees it done
                 with self._lock:
                     waiter.timed = False
                     chosen = [] if waiter.granted else self._dispatch()  # pause over: hand out
                 self._wake(chosen)
             elif not waiter.granted:
-                await waiter.event.wait()
+                await waiter.event
             with self._lock:  # a grant from another thread lands on the new event, not lost
                 if waiter.granted:
                     return
-                waiter.event = anyio.Event()  # woken to look at a pause, not granted
+                waiter.event = waiter.loop.create_future()  # woken to look at a pause, not granted

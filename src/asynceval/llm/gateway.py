@@ -12,8 +12,9 @@ writes a `retry` event; a call that fails for good writes `llm_call_failed` and 
 from __future__ import annotations
 
 import functools
+import itertools
+import os
 import threading
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -185,6 +186,23 @@ class _Call:
         )
 
 
+_call_ids = itertools.count()
+_process_tag = os.urandom(4).hex()  # ids stay unique across processes (a cluster's workers)
+
+
+def _new_process_tag() -> None:
+    global _process_tag
+    _process_tag = os.urandom(4).hex()
+
+
+os.register_at_fork(after_in_child=_new_process_tag)  # a forked worker is another process
+
+
+def _call_id() -> str:
+    """A call's id: unique in the process and across processes, without a system call."""
+    return f"{_process_tag}{next(_call_ids):08x}"
+
+
 def _completion_usage(result: object) -> Usage | None:
     return result.usage if isinstance(result, Completion) else None
 
@@ -254,7 +272,7 @@ class Gateway:
         call = _Call(
             agent if agent is not None else events.context_value("agent"),
             dimension if dimension is not None else events.context_value("dimension"),
-            uuid.uuid4().hex[:16],
+            _call_id(),
             anyio.current_time(),
             current_usage(),
         )
