@@ -135,6 +135,11 @@ async def test_a_second_run_into_the_same_file_returns_only_its_own_reports(
 
     # The first run's object still reads its own range of the (grown) file.
     assert len(first) == 2 and pairs(first) == {("a", 0), ("b", 0)}
+    # Concatenated as the lists run() used to return were: a list, in order.
+    joined = first + second
+    assert isinstance(joined, list) and joined == [*first, *second]
+    radd = list(first) + second  # list + RunReports
+    assert radd == joined and first + list(second) == joined
     records, _ = read_records(path)
     assert len([r for r in records if r.get("type") == "header"]) == 2
     assert pairs(r for r in records if r.get("type") != "header") == pairs(first) | pairs(second)

@@ -21,8 +21,8 @@ from typing import Any, overload
 class RunReports(Sequence[dict[str, Any]]):
     """The reports of one run, in the order they finished: a read-only sequence of dicts.
 
-    `len()`, indexing, slices (a list), iteration and `==` with a list work as for the list of
-    reports `run()` used to return; `list(reports)` makes one. Each report is read from the
+    `len()`, indexing, slices (a list), iteration, `+` (a list) and `==` with a list work as for
+    the list of reports `run()` used to return; `list(reports)` makes one. Each report is read from the
     results file (`path`) when asked for, so its values are what the file holds: JSON types
     (a tuple comes back as a list, an object JSON cannot hold as its repr). Keep the results
     file while you use the reports; a run's own temporary file (`temporary`) lives as long as
@@ -96,6 +96,17 @@ class RunReports(Sequence[dict[str, Any]]):
         if isinstance(other, RunReports | list | tuple):
             return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
         return NotImplemented
+
+    def __add__(self, other: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`reports + more` is a list, as with the lists `run()` used to return."""
+        if not isinstance(other, RunReports | list | tuple):
+            return NotImplemented
+        return [*self, *other]
+
+    def __radd__(self, other: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        if not isinstance(other, list | tuple):
+            return NotImplemented
+        return [*other, *self]
 
     __hash__ = None  # type: ignore[assignment]  # mutable-looking, like the list it stands for
 
