@@ -16,13 +16,14 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
+import anyio
 from pydantic import BaseModel, SecretStr
 
 from .. import events
 from ..config import HttpTransport, Settings
 from ..errors import ConfigError
 from ..limits import ConcurrencyController, RateLimiter, RetryPolicy
-from ..runtime import EndpointKey, Runtime, create_client, from_thread
+from ..runtime import EndpointKey, Runtime, create_client, from_thread, transport_of
 from ._http import Reply, check_response, estimated_tokens, parse_or_malformed, request_errors
 from .gateway import UNSET, Gateway, Lease
 from .types import Completion, Messages, as_messages
@@ -36,6 +37,12 @@ SIM_BASE_URL = "http://asynceval-sim/v1"
 SIM_MODEL = "asynceval-sim"
 _SIM_PATH = "/v1"  # SIM_BASE_URL's path: where the simulator's routes are
 ResponseFormat = Mapping[str, Any] | type[BaseModel]
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
 
 
 def _checked_base_url(base_url: str) -> str:
@@ -123,7 +130,12 @@ class ChatModel(ABC):
         self._policy = RetryPolicy.from_settings(settings) if settings is not None else None
         self._call_timeout = settings.llm_call_timeout if settings is not None else None
         headers = self._headers(self._api_key.get_secret_value() if self._api_key else None)
-        self._headers_sent = {"content-type": "application/json", **headers}
+        self._headers_sent = {
+            "content-type": "application/json",
+            "accept": "application/json",
+            "user-agent": f"asynceval/{_version()}",
+            **headers,
+        }
         self._header_key = tuple(self._headers_sent.items())
         # Absolute once, so httpx need not merge a relative path into base_url on every call.
         self._url = f"{self.base_url}/{self.path}"
@@ -240,9 +252,14 @@ class ChatModel(ABC):
         pool = await runtime.pools.enter(self._key(runtime), lambda: self._open(runtime))
         try:
             client = pool.client
+            transport = transport_of(client)
+            headers = self._headers_sent
 
             async def attempt(lease: Lease) -> Completion:
-                return self._decode(await _post(client, self._url, content), response_format)
+                if transport is None:
+                    return self._decode(await _post(client, self._url, content), response_format)
+                reply = await _send(transport, self._url, headers, content)
+                return self._decode(reply, response_format)
 
             return await gateway.call(
                 attempt, agent=agent, dimension=dimension, estimated_tokens=estimated
@@ -290,3 +307,23 @@ class ChatModel(ABC):
 async def _post(client: httpx.AsyncClient, url: str, content: bytes) -> httpx.Response:
     with request_errors():
         return await client.post(url, content=content)
+
+
+async def _send(
+    transport: httpx.AsyncBaseTransport, url: str, headers: dict[str, str], content: bytes
+) -> httpx.Response:
+    """POST straight to the pool's transport: the request is complete as built (absolute URL,
+    fixed headers, body), so the client's layer (cookies, auth, redirects, URL merging, event
+    hooks) would cost a few hundred microseconds for nothing."""
+    import httpx
+
+    with request_errors():
+        response = await transport.handle_async_request(
+            httpx.Request("POST", url, headers=headers, content=content)
+        )
+        try:
+            await response.aread()
+        finally:
+            with anyio.CancelScope(shield=True):  # a cancelled read still gives the socket back
+                await response.aclose()
+    return response

@@ -3,7 +3,7 @@
 from .._writer import Writer
 from .._writer import writer as process_writer
 from ._bridge import Bridge, bridge_scope, current_bridge, from_thread
-from ._pools import EndpointKey, create_client
+from ._pools import EndpointKey, create_client, transport_of
 from ._runtime import Runtime
 from ._runtime import _reset_default as _reset_default
 
@@ -17,4 +17,5 @@ __all__ = [
     "current_bridge",
     "from_thread",
     "process_writer",
+    "transport_of",
 ]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import urllib.request
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
@@ -44,7 +45,7 @@ def create_client(
     import httpx  # here, not at `import asynceval`: httpx brings its CLI (rich, click, pygments)
 
     limits = httpx.Limits(max_connections=limit, max_keepalive_connections=limit)
-    chosen: httpx.AsyncBaseTransport | None
+    chosen: httpx.AsyncBaseTransport
     if isinstance(transport, httpx.AsyncBaseTransport):
         chosen = transport
     elif transport == "aiohttp":
@@ -53,16 +54,31 @@ def create_client(
 
         chosen = AiohttpTransport(limits=limits)
     elif transport == "httpx":
-        chosen = None
+        chosen = httpx.AsyncHTTPTransport(limits=limits)  # what the client would build itself
     else:
         raise ValueError(f"LLM_HTTP_TRANSPORT must be 'aiohttp' or 'httpx', got {transport!r}")
-    return httpx.AsyncClient(
+    client = httpx.AsyncClient(
         base_url=base_url,
         headers=dict(headers or {}),
         limits=limits,
         timeout=None,
         transport=chosen,
     )
+    if not urllib.request.getproxies():  # a proxy from the environment: the client routes it
+        _transports[client] = chosen
+    return client
+
+
+_transports: weakref.WeakKeyDictionary[httpx.AsyncClient, httpx.AsyncBaseTransport] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def transport_of(client: httpx.AsyncClient) -> httpx.AsyncBaseTransport | None:
+    """The transport every request of a `create_client` client goes to, for callers that send
+    a ready request themselves (no cookies, auth, redirects or URL merging to do): None when the
+    client may route elsewhere (a proxy from the environment) or is not one of ours."""
+    return _transports.get(client)
 
 
 class EndpointKey(NamedTuple):

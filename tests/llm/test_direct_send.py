@@ -1,0 +1,87 @@
+"""Our models send straight to the pool's transport (no client layer), unless a proxy from the
+environment means the client must route the request."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from asynceval import OpenAIChatModel
+from asynceval.runtime import create_client, transport_of
+
+ANSWER = {
+    "id": "x",
+    "object": "chat.completion",
+    "model": "m",
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "4"}, "finish_reason": "stop"}
+    ],
+    "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+}
+
+
+async def test_a_request_goes_to_the_transport_as_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json=ANSWER)
+
+    model = OpenAIChatModel(
+        "m", base_url="http://provider.test/v1", api_key="sk-direct-0123456789",
+        transport=httpx.MockTransport(handler),
+    )  # fmt: skip
+    completion = await model.generate("What is 2 + 2?", temperature=0)
+    assert completion.text == "4" and completion.usage.total_tokens == 4
+    (request,) = seen
+    assert request.method == "POST"
+    assert str(request.url) == "http://provider.test/v1/chat/completions"
+    assert request.headers["authorization"] == "Bearer sk-direct-0123456789"
+    assert request.headers["content-type"] == "application/json"
+    assert request.headers["user-agent"].startswith("asynceval/")
+    assert request.headers["host"] == "provider.test"
+    body = json.loads(request.content)
+    assert body["messages"] == [{"role": "user", "content": "What is 2 + 2?"}]
+    assert body["temperature"] == 0 and body["model"] == "m"
+
+
+async def test_an_error_answer_is_mapped_on_the_direct_path() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(400, json={"error": {"message": "no such model"}})
+
+    model = OpenAIChatModel(
+        "m", base_url="http://provider.test/v1", transport=httpx.MockTransport(handler)
+    )
+    with pytest.raises(Exception, match="no such model"):
+        await model.generate("hi")
+
+
+def test_the_transport_is_used_directly_only_without_a_proxy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in (
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    plain = create_client(base_url="http://provider.test/v1/", limit=2, transport="httpx")
+    assert isinstance(transport_of(plain), httpx.AsyncHTTPTransport)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.test:3128")
+    proxied = create_client(base_url="http://provider.test/v1/", limit=2, transport="httpx")
+    assert transport_of(proxied) is None  # the client's proxy mounts must see the request
+    assert transport_of(httpx.AsyncClient()) is None  # not one of ours
