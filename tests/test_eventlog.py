@@ -1,17 +1,20 @@
-"""Event lines to a LOG_FILE: written at once off an event loop, batched per event-loop turn on
-one (flushed early past 256 waiting lines, or by `events.flush()`), whole lines from any thread."""
+"""Event lines to a LOG_FILE: written at once, except during a run (`events.batching()`), where
+the lines of one event-loop turn go out together at its end (early past 256 waiting lines, or by
+`events.flush()`); whole lines from any thread; failures counted line by line."""
 
 from __future__ import annotations
 
 import io
 import json
 import threading
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 import pytest
 
 from asynceval import Benchmark, Settings, Task, configure_logging, events
@@ -47,37 +50,106 @@ def test_off_an_event_loop_a_line_is_in_the_file_at_once(log_file: Path) -> None
     assert probes(log_file) == [1, 2]
 
 
+async def test_outside_a_run_a_line_is_written_at_once_even_in_a_loop(log_file: Path) -> None:
+    events.emit("probe", n=1)  # a script's model call, say: its loop may stop at any moment
+    assert probes(log_file) == [1]
+
+
 async def test_the_lines_of_one_loop_turn_are_written_when_it_ends(log_file: Path) -> None:
-    for n in range(5):
-        events.emit("probe", n=n)
-    assert probes(log_file) == []  # still waiting for the turn to end
-    await anyio.lowlevel.checkpoint()
-    assert probes(log_file) == [0, 1, 2, 3, 4]
-    events.emit("probe", n=5)
-    events.emit("probe", n=6)
-    await anyio.lowlevel.checkpoint()
-    assert probes(log_file) == [0, 1, 2, 3, 4, 5, 6]
+    with events.batching():
+        for n in range(5):
+            events.emit("probe", n=n)
+        assert probes(log_file) == []  # still waiting for the turn to end
+        await anyio.lowlevel.checkpoint()
+        assert probes(log_file) == [0, 1, 2, 3, 4]
+        events.emit("probe", n=5)
+        events.emit("probe", n=6)
+        await anyio.lowlevel.checkpoint()
+        assert probes(log_file) == [0, 1, 2, 3, 4, 5, 6]
+        events.emit("probe", n=7)
+    assert probes(log_file)[-1] == 7  # leaving batching writes what waits
     assert all(r["level"] == "INFO" for r in records(log_file))
 
 
 async def test_flush_writes_the_waiting_lines_at_once(log_file: Path) -> None:
-    events.emit("probe", n=1)
-    events.emit("probe", n=2)
-    assert probes(log_file) == []
-    events.flush()  # no await in between: the turn has not ended
-    assert probes(log_file) == [1, 2]
-    await anyio.lowlevel.checkpoint()  # the scheduled write finds nothing left: no duplicate
-    assert probes(log_file) == [1, 2]
+    with events.batching():
+        events.emit("probe", n=1)
+        events.emit("probe", n=2)
+        assert probes(log_file) == []
+        events.flush()  # no await in between: the turn has not ended
+        assert probes(log_file) == [1, 2]
+        await anyio.lowlevel.checkpoint()  # the scheduled write finds nothing left
+        assert probes(log_file) == [1, 2]
 
 
 async def test_a_long_turn_writes_as_it_goes(log_file: Path) -> None:
-    for n in range(300):
-        events.emit("probe", n=n)
-    written = probes(log_file)  # read inside the same turn
-    assert len(written) >= 256
-    assert written == list(range(len(written)))
-    await anyio.lowlevel.checkpoint()
-    assert probes(log_file) == list(range(300))
+    with events.batching():
+        for n in range(300):
+            events.emit("probe", n=n)
+        written = probes(log_file)  # read inside the same turn
+        assert len(written) >= 256
+        assert written == list(range(len(written)))
+        await anyio.lowlevel.checkpoint()
+        assert probes(log_file) == list(range(300))
+
+
+async def test_every_line_a_failing_file_loses_is_counted_and_warned_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from asynceval._writer import AppendOnlyFile
+
+    configure_logging(Settings(log_file=str(tmp_path / "events.jsonl")))
+
+    def refuse(self: AppendOnlyFile, data: bytes) -> int:
+        raise OSError(28, "No space left on device", self.path)
+
+    monkeypatch.setattr(AppendOnlyFile, "write", refuse)
+    monkeypatch.setattr(events, "_write_failures", 0)
+    try:
+        with warnings.catch_warnings(record=True) as caught, events.batching():
+            warnings.simplefilter("always")
+            for n in range(5):  # one turn: one batch of five lines lost
+                events.emit("probe", n=n)
+            await anyio.lowlevel.checkpoint()
+        assert [str(w.message) for w in caught if "could not write" in str(w.message)]
+        assert len(caught) == 1
+        assert events.write_failures() == 5
+        events.emit("probe", n=5)  # written at once (no batching): one more
+        assert events.write_failures() == 6
+    finally:
+        monkeypatch.undo()
+        configure_logging(Settings(log_level="DEBUG"), stream=io.StringIO())
+
+
+def test_a_forked_child_does_not_write_its_parents_waiting_lines(log_file: Path) -> None:
+    import os
+
+    async def main() -> None:
+        with events.batching():
+            events.emit("probe", n=1)  # waiting for the turn to end when the fork happens
+            pid = os.fork()
+            if pid == 0:  # the child writes a line of its own (at once: no loop runs there)
+                events.emit("probe", n=2)
+                os._exit(0)
+            _, status = await anyio.to_thread.run_sync(os.waitpid, pid, 0)
+            assert os.waitstatus_to_exitcode(status) == 0
+
+    anyio.run(main)
+    assert sorted(probes(log_file)) == [1, 2]  # the parent's line once, not again from the child
+
+
+def test_an_unknown_level_is_refused_and_structlogs_names_work(log_file: Path) -> None:
+    with pytest.raises(ValueError, match="unknown event level"):
+        events.emit("probe", level="loud", n=0)
+    events.emit("probe", level="warn", n=1)
+    events.emit("probe", level="fatal", n=2)
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        events.emit("probe", level="exception", n=3)
+    levels = {r["n"]: r["level"] for r in records(log_file) if r["event"] == "probe"}
+    assert levels == {1: "WARNING", 2: "CRITICAL", 3: "ERROR"}
+    assert "RuntimeError: boom" in next(r for r in records(log_file) if r["n"] == 3)["exception"]
 
 
 class Instant(Benchmark):

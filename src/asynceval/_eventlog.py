@@ -7,10 +7,10 @@ chain cost about 17 us per event, several times the event's own work, and a repe
 five or more. The console format goes through structlog's `ConsoleRenderer`. Secrets are blanked
 by the same processors as everywhere (`asynceval._redact`).
 
-A LOG_FILE is an `AppendOnlyFile`: the lines of one event-loop turn are written together, in one
-unbuffered write, when the turn ends (off an event loop, each line at once). So a killed process
-loses at most the lines of the turn it was in, and a full disk never leaves half a line. A
-stream given by the application is written and flushed per line, under a lock.
+A LOG_FILE is an `AppendOnlyFile`: while a run is going, the lines of one event-loop turn are
+written together, in one unbuffered write, when the turn ends (otherwise each line at once). So
+a killed process loses at most the lines of the turn it was in, and a full disk never leaves
+half a line. A stream given by the application is written and flushed per line, under a lock.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import asyncio
 import json
 import threading
 import time
+import weakref
 from asyncio import _get_running_loop as _running_loop
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
@@ -49,8 +50,12 @@ def timestamp() -> str:
 class EventLog:
     """Where events go and in which shape: `output` is a text stream or an AppendOnlyFile;
     events below `level` (a name of LEVELS) are not written; `console` renders for people.
-    `on_error(exception, lines_lost)` hears of a file write that failed after the event's own
-    call had returned (a batch written at the end of a loop turn)."""
+    `on_error(exception, lines_lost)` hears of every line that could not be written (writes
+    never raise: a batch written at the end of a loop turn has no caller to raise into).
+
+    While `batching` is above 0 (a run is going: `events.batching()`), lines to a file wait for
+    the end of their event-loop turn and go out together; otherwise each is written at once.
+    """
 
     def __init__(
         self,
@@ -58,7 +63,7 @@ class EventLog:
         level: str,
         *,
         console: bool,
-        on_error: Callable[[Exception, int], None] | None = None,
+        on_error: Callable[[Exception, int], None],
     ) -> None:
         self.output = output
         self.threshold = LEVELS[level.lower()]
@@ -67,15 +72,22 @@ class EventLog:
         )
         self._file = output if isinstance(output, AppendOnlyFile) else None
         self._on_error = on_error
+        self.batching = 0
+        self._forked()
+
+    def _forked(self) -> None:
+        """Fresh bookkeeping: at start, and in a forked child (the parent writes its own lines;
+        a lock held by another thread at the fork would never be released in the child)."""
         self._lock = threading.Lock()
         self._pending: list[str] = []  # lines of this loop turn, not yet written (in order)
-        self._flush_on: set[asyncio.AbstractEventLoop] = set()  # loops with a flush scheduled
+        # Loops with a flush scheduled (weakly: a loop stopped before running it is not kept).
+        self._flush_on: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+        self.batching = 0
 
     def write(
         self, level: str, event: str, fields: Mapping[str, Any], bound: Mapping[str, Any]
     ) -> None:
-        """Render and write one event (`level` already known to be enabled); raises what the
-        output raises."""
+        """Render and write one event (`level` already known to be enabled)."""
         record = {"event": event, "level": _NAMES[level], "timestamp": timestamp(), **fields}
         for key, value in bound.items():
             record.setdefault(key, value)
@@ -87,21 +99,24 @@ class EventLog:
         self.write_line(self._render(level, record))
 
     def write_line(self, line: str) -> None:
-        """Write one rendered line (a newline is added). To a file, the lines of one event-loop
-        turn are written together at its end, one system call for all (off a loop: at once);
-        to a stream, each line is written and flushed at once."""
+        """Write one rendered line (a newline is added): to a stream, written and flushed at
+        once; to a file, at once or, while batching in an event loop, with the rest of its
+        turn's lines at the turn's end (at most `_MOST_WAITING` wait)."""
         if self._file is None:
             output = self.output
             assert not isinstance(output, AppendOnlyFile)
-            with self._lock:
-                output.write(line + "\n")
-                output.flush()
+            try:
+                with self._lock:
+                    output.write(line + "\n")
+                    output.flush()
+            except Exception as exc:
+                self._on_error(exc, 1)
             return
-        loop = _running_loop()
+        loop = _running_loop() if self.batching else None
         with self._lock:
             self._pending.append(line)
             if loop is None or len(self._pending) >= _MOST_WAITING:
-                self._write_pending()  # raises: the caller counts its own line
+                self._write_pending()
                 return
             if loop in self._flush_on:
                 return
@@ -111,12 +126,7 @@ class EventLog:
     def _flush_for(self, loop: asyncio.AbstractEventLoop) -> None:
         with self._lock:
             self._flush_on.discard(loop)
-            lost = len(self._pending)
-            try:
-                self._write_pending()
-            except Exception as exc:
-                if self._on_error is not None:
-                    self._on_error(exc, lost)
+            self._write_pending()
 
     def flush(self) -> None:
         """Write the lines still waiting for their loop turn to end (a run's end, exit)."""
@@ -124,12 +134,18 @@ class EventLog:
             self._write_pending()
 
     def _write_pending(self) -> None:
-        """Write every waiting line in one write (lock held); they are dropped even if it fails:
-        a full disk takes none of them (an AppendOnlyFile writes whole or not at all)."""
+        """Write every waiting line in one write (lock held); on failure they are all lost (a
+        full disk takes none of them: an AppendOnlyFile writes whole or not at all) and
+        reported to `on_error`."""
         lines, self._pending = self._pending, []
-        if lines and self._file is not None:
-            lines.append("")
+        if not lines or self._file is None:
+            return
+        lost = len(lines)
+        lines.append("")
+        try:
             self._file.write("\n".join(lines).encode("utf-8", "replace"))
+        except Exception as exc:
+            self._on_error(exc, lost)
 
     def close(self) -> None:
         """Write what is waiting, then close a LOG_FILE this log opened (a stream is the

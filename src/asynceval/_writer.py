@@ -47,7 +47,7 @@ class AppendOnlyFile:
     def __init__(self, path: str | PathLike[str]) -> None:
         self.path = os.fspath(path)
         self.error: OSError | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         try:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
         except OSError as exc:
@@ -80,13 +80,15 @@ class AppendOnlyFile:
                 raise self.error from None
             return done
 
+    def append(self, data: bytes) -> int:
+        """`write(data)`, returning the offset in the file where `data` begins (exact even when
+        other processes append to the same file: it is where this write landed)."""
+        with self._lock:
+            self.write(data)  # the lock is reentrant: no other write of ours comes between
+            return os.lseek(self._fd, 0, os.SEEK_CUR) - len(data)
+
     def flush(self) -> None:
         """Nothing to do (see the class docstring); here so the file can stand in for IO."""
-
-    def size(self) -> int:
-        """The file's size now: where the next write lands."""
-        with self._lock:
-            return os.fstat(self._fd).st_size
 
     def close(self) -> None:
         """Close the file; closing twice is harmless."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import os
 import sys
 import threading
 import warnings
@@ -107,7 +108,7 @@ def _configure(settings: Settings, output: TextIO | AppendOnlyFile, *, owned: bo
         output,
         settings.log_level,
         console=settings.log_format == "console",
-        on_error=_batch_failed,
+        on_error=_lines_lost,
     )
     with _lock:
         previous, previous_owned = _log_out, _owned
@@ -121,19 +122,38 @@ def _configure(settings: Settings, output: TextIO | AppendOnlyFile, *, owned: bo
 
 
 def flush() -> None:
-    """Write the event lines still waiting for their event-loop turn to end (a run's end)."""
+    """Write the event lines still waiting for their event-loop turn to end."""
     log = _log_out
     if log is not None:
-        try:
-            log.flush()
-        except Exception as exc:
-            _count_failure("waiting event lines", exc)
+        log.flush()
 
 
-def _batch_failed(exc: Exception, lines: int) -> None:
-    global _write_failures
-    _write_failures += max(lines, 1) - 1  # _count_failure counts one
-    _count_failure(f"{lines} event lines of one loop turn", exc)
+@contextlib.contextmanager
+def batching() -> Iterator[None]:
+    """While in it (a run), lines to LOG_FILE wait for the end of their event-loop turn and go
+    out in one write; at its end, what waits is written."""
+    log = _log()
+    with _lock:
+        log.batching += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            log.batching -= 1
+        log.flush()
+
+
+def _lines_lost(exc: Exception, lines: int) -> None:
+    _count_failure("event lines" if lines > 1 else "an event line", exc, lines)
+
+
+def _after_fork() -> None:
+    log = _log_out
+    if log is not None:
+        log._forked()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def _close_at_exit() -> None:
@@ -197,15 +217,16 @@ def _write(level: str, event: str, fields: dict[str, Any]) -> None:
             observer(event, fields)
         log = _log_out or _log()
         if LEVELS[level] >= log.threshold:
-            log.write(level, event, fields, _bound.get())
+            log.write(level, event, fields, _bound.get())  # write errors reach _lines_lost
     except Exception as exc:
         _count_failure(f"the {event!r} event", exc)
 
 
-def _count_failure(what: str, exc: Exception) -> None:
+def _count_failure(what: str, exc: Exception, lines: int = 1) -> None:
     global _write_failures
-    _write_failures += 1
-    if _write_failures == 1:
+    first = _write_failures == 0
+    _write_failures += lines
+    if first:
         warnings.warn(
             f"asynceval could not write {what} ({exc!r}); "
             "events.write_failures() counts the ones lost",
@@ -246,10 +267,21 @@ def forward(line: str) -> None:
         _write_failures += 1
 
 
+_LEVEL_ALIASES = {"warn": "warning", "fatal": "critical", "msg": "info", "exception": "error"}
+
+
 def emit(event: str, level: str = "info", **fields: Any) -> None:
     """Write an event of the application's own (asynceval's events each have a named emitter
-    below, which fixes their fields)."""
-    _write(level, event, fields)
+    below, which fixes their fields). `level` is debug, info, warning, error or critical (or
+    structlog's names: warn, fatal, msg, and exception, which adds the current traceback);
+    another raises ValueError."""
+    name = level.lower()
+    if name == "exception":
+        fields.setdefault("exc_info", True)
+    name = _LEVEL_ALIASES.get(name, name)
+    if name not in LEVELS:
+        raise ValueError(f"unknown event level {level!r}: debug, info, warning, error, critical")
+    _write(name, event, fields)
 
 
 def queueing(*, agent: str | None, dimension: str | None, call_id: str, queue_depth: int) -> None:

@@ -289,3 +289,40 @@ async def test_a_run_with_duplicate_listed_task_ids_raises_before_any_file(
         await Instant().run(tasks("a", "b", "a"))
     gc.collect()
     assert temporary_files() == before
+
+
+async def test_two_runs_writing_one_file_at_once_each_return_only_their_own(
+    tmp_path: Path,
+) -> None:
+    import anyio
+
+    path = tmp_path / "shared.jsonl"
+    got: dict[str, RunReports] = {}
+
+    async def run(prefix: str) -> None:
+        ids = [f"{prefix}{i}" for i in range(20)]
+        got[prefix] = await Instant().run(tasks(*ids), results_path=path)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run, "A")
+        tg.start_soon(run, "B")
+    for prefix in ("A", "B"):
+        assert pairs(got[prefix]) == {(f"{prefix}{i}", 0) for i in range(20)}
+
+
+async def test_a_copy_or_a_pickle_is_a_plain_list_that_outlives_the_temporary_file(
+    private_tempdir: Path,
+) -> None:
+    import copy
+    import pickle
+
+    bench = Instant()
+    reports = await bench.run(tasks("a", "b"))
+    expected = list(reports)
+    copied, unpickled = copy.copy(reports), pickle.loads(pickle.dumps(reports))
+    del reports
+    bench.reports = RunReports.empty()
+    gc.collect()
+    assert not temporary_files()  # the file is gone with its owner ...
+    assert copied == expected and unpickled == expected  # ... the copies hold the reports
+    assert isinstance(copied, list) and isinstance(unpickled, list)

@@ -82,6 +82,9 @@ def test_the_transport_is_used_directly_only_without_a_proxy(
     plain = create_client(base_url="http://provider.test/v1/", limit=2, transport="httpx")
     assert isinstance(transport_of(plain), httpx.AsyncHTTPTransport)
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.test:3128")
-    proxied = create_client(base_url="http://provider.test/v1/", limit=2, transport="httpx")
+    proxied = create_client(base_url="https://provider.test/v1/", limit=2, transport="httpx")
     assert transport_of(proxied) is None  # the client's proxy mounts must see the request
+    # ... and the client does route it through the proxy from the environment.
+    route = proxied._transport_for_url(httpx.URL("https://provider.test/v1/chat/completions"))
+    assert isinstance(route, httpx.AsyncHTTPTransport) and route is not proxied._transport
     assert transport_of(httpx.AsyncClient()) is None  # not one of ours

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import stat
+from array import array
 from collections.abc import Iterator, Mapping
 from os import PathLike
 from types import TracebackType
@@ -147,13 +148,18 @@ class ResultsFile:
     """
 
     def __init__(
-        self, path: str | PathLike[str], header: Mapping[str, Any], writer: Writer | None = None
+        self,
+        path: str | PathLike[str],
+        header: Mapping[str, Any],
+        writer: Writer | None = None,
+        *,
+        keep_offsets: bool = False,
     ) -> None:
         self.path = os.fspath(path)
         self.header = {"type": "header", **header}
         self.written = 0
-        self.start = 0  # where this run's lines begin (its header), and end once closed
-        self.end = 0
+        # Where each report line of this run begins (`keep_offsets`): what RunReports reads.
+        self.offsets: array[int] | None = array("q") if keep_offsets else None
         self._file: AppendOnlyFile | None = None
         self._in_thread = 0  # lines handed to the writer thread and not yet written
         self._writer = writer if writer is not None else process_writer()
@@ -170,7 +176,6 @@ class ResultsFile:
         mend = b"\n" if not _ends_with_newline(self.path) else b""
         file = AppendOnlyFile(self.path)
         try:
-            self.start = file.size() + len(mend)
             file.write(mend + encode_line(self.header))  # one write: both land or neither
         except OSError:
             file.close()
@@ -184,17 +189,24 @@ class ResultsFile:
         if self._file is None:
             raise RuntimeError("ResultsFile is not open (use `async with`)")
         line = encode_line(report)  # here, so one bad report spoils no batch
+        file, offsets = self._file, self.offsets
         if len(line) <= IN_PLACE_BYTES and not self._in_thread:
             # A small line is one unbuffered write, here: cheaper than waking the writer
             # thread (and sharing the interpreter with it) for each report.
-            self._file.write(line)
+            if offsets is None:
+                file.write(line)
+            else:
+                offsets.append(file.append(line))
             self.written += 1
             return
         # Shielded: a line handed over is written whole and counted, cancelled or not.
         with anyio.CancelScope(shield=True):
             self._in_thread += 1  # later small lines queue behind it: the order stays
             try:
-                await self._writer.write(self._file, line)
+                if offsets is None:
+                    await self._writer.write(file, line)
+                else:
+                    offsets.append(await self._writer.run(lambda: file.append(line)))
             finally:
                 self._in_thread -= 1
             self.written += 1
@@ -207,12 +219,5 @@ class ResultsFile:
     ) -> None:
         file, self._file = self._file, None
         if file is not None:
-
-            def close() -> None:
-                try:
-                    self.end = file.size()
-                finally:
-                    file.close()
-
             with anyio.CancelScope(shield=True):  # after every line handed over before it
-                await self._writer.run(close)
+                await self._writer.run(file.close)

@@ -1,10 +1,10 @@
 """RunReports: what `Benchmark.run` returns, the run's reports read back from its results file.
 
 Keeping every report of a long run in memory costs about 3 KB each (300 MB at 100,000). The run
-writes each report to its results file anyway, so the return value keeps only where the run's
-lines are (the byte range it appended) and reads a report when it is asked for: memory stays
-flat whatever the number of repetitions. A run without `results_path` writes to a temporary
-file that this object owns (deleted when it is garbage collected, or at exit).
+writes each report to its results file anyway, so the return value keeps only where each of its
+lines begins (8 bytes a report) and reads a report when it is asked for. A run without
+`results_path` writes to a temporary file that this object owns (deleted when it is garbage
+collected, or at exit; a killed process leaves it in the temporary directory).
 """
 
 from __future__ import annotations
@@ -30,14 +30,12 @@ class RunReports(Sequence[dict[str, Any]]):
     """
 
     def __init__(
-        self, path: str | None, start: int = 0, end: int = 0, *, temporary: bool = False
+        self, path: str | None, offsets: array[int] | None = None, *, temporary: bool = False
     ) -> None:
         self.path = path
         """The results file the reports are read from (None: the run kept none)."""
         self.temporary = temporary
-        self._start = start
-        self._end = end
-        self._offsets: array[int] | None = None
+        self._offsets = offsets if offsets is not None else array("q")
         if temporary and path is not None:
             weakref.finalize(self, _remove, path)
 
@@ -47,22 +45,14 @@ class RunReports(Sequence[dict[str, Any]]):
         return cls(None)
 
     def _index(self) -> array[int]:
-        """Where each of the run's report lines starts; built on first use, one pass."""
-        if self._offsets is None:
-            offsets = array("q")
-            if self.path is not None and self._end > self._start:
-                with open(self.path, "rb") as file:
-                    file.seek(self._start)
-                    position = self._start
-                    while position < self._end:
-                        line = file.readline()
-                        if not line:
-                            break
-                        if b'"type": "header"' not in line[:40]:  # the run's own header line
-                            offsets.append(position)
-                        position += len(line)
-            self._offsets = offsets
+        """Where each of the run's report lines starts in the file (recorded as it wrote them:
+        another run appending to the same file never mixes in)."""
         return self._offsets
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A copy or a pickle (sent to another process) is a plain list: a temporary file lives
+        # only as long as this object, and another machine has no such file.
+        return (list, (list(self),))
 
     def __len__(self) -> int:
         return len(self._index())

@@ -113,7 +113,7 @@ class Run:
             async with runtime.pools.run_scope(), BlockingPortal() as portal:
                 self.repetitions.portal = portal
                 try:
-                    with threads_scope(self.threads):
+                    with threads_scope(self.threads), events.batching():
                         return await self._execute(runtime.limiter)
                 except Exception as exc:  # raised as it is, not in the portal's exception group
                     error = exc
@@ -162,7 +162,12 @@ class Run:
                     path = self._temporary = _temporary_results()
                 if path is not None:
                     self._results = await stack.enter_async_context(
-                        ResultsFile(path, self._header(controller), self.runtime.writer)
+                        ResultsFile(
+                            path,
+                            self._header(controller),
+                            self.runtime.writer,
+                            keep_offsets=self.collect,
+                        )
                     )
                 await self.callbacks.fire("on_run_start", self.bench)
                 await self._schedule()
@@ -181,11 +186,11 @@ class Run:
             )
             if self.counts["success"] and not self._calls_in_successes:
                 events.no_llm_calls(successes=self.counts["success"])
-            events.flush()  # the run's last lines are on disk when it returns
+            events.flush()  # the run's last lines are on disk before on_run_end
         if self.collect and self._results is not None:
             results = self._results
             self.reports = RunReports(
-                results.path, results.start, results.end, temporary=self._temporary is not None
+                results.path, results.offsets, temporary=self._temporary is not None
             )
         await self.callbacks.fire("on_run_end", self.bench, self.reports)
         return self.reports

@@ -45,7 +45,7 @@ def create_client(
     import httpx  # here, not at `import asynceval`: httpx brings its CLI (rich, click, pygments)
 
     limits = httpx.Limits(max_connections=limit, max_keepalive_connections=limit)
-    chosen: httpx.AsyncBaseTransport
+    chosen: httpx.AsyncBaseTransport | None
     if isinstance(transport, httpx.AsyncBaseTransport):
         chosen = transport
     elif transport == "aiohttp":
@@ -54,7 +54,9 @@ def create_client(
 
         chosen = AiohttpTransport(limits=limits)
     elif transport == "httpx":
-        chosen = httpx.AsyncHTTPTransport(limits=limits)  # what the client would build itself
+        # What the client would build itself; left to it when the environment names a proxy,
+        # since httpx routes through environment proxies only on transports it builds.
+        chosen = None if urllib.request.getproxies() else httpx.AsyncHTTPTransport(limits=limits)
     else:
         raise ValueError(f"LLM_HTTP_TRANSPORT must be 'aiohttp' or 'httpx', got {transport!r}")
     client = httpx.AsyncClient(
@@ -64,7 +66,7 @@ def create_client(
         timeout=None,
         transport=chosen,
     )
-    if not urllib.request.getproxies():  # a proxy from the environment: the client routes it
+    if chosen is not None:  # every request goes to it (httpx mounts no proxy over a given one)
         _transports[client] = chosen
     return client
 
@@ -77,7 +79,8 @@ _transports: weakref.WeakKeyDictionary[httpx.AsyncClient, httpx.AsyncBaseTranspo
 def transport_of(client: httpx.AsyncClient) -> httpx.AsyncBaseTransport | None:
     """The transport every request of a `create_client` client goes to, for callers that send
     a ready request themselves (no cookies, auth, redirects or URL merging to do): None when the
-    client may route elsewhere (a proxy from the environment) or is not one of ours."""
+    client routes requests itself (stock httpx with a proxy from the environment) or is not one
+    of ours."""
     return _transports.get(client)
 
 
