@@ -38,6 +38,7 @@ from .queues import SequentialQueue, TaskQueue
 from .repetition import Repetitions, Unit
 from .results import ResultsFile, successful_reports
 from .run_reports import RunReports
+from .seen_ids import SeenIds
 from .task import Task, as_task, duplicate_message
 from .threads import ThreadRunner, threads_scope
 
@@ -94,7 +95,7 @@ class Run:
         self.callbacks = CallbackRunner(benchmark.callbacks)
         self.threads = ThreadRunner(self.max_tasks)
         self._done: set[tuple[str, int]] = set()
-        self._seen: set[str] = set()
+        self._seen = SeenIds()  # 8 bytes an id: a generator of a million tasks stays flat
         self._task_states: dict[str, _TaskState] = {}
         self._pending: deque[Unit] = deque()
         self._stopped = False
@@ -261,9 +262,8 @@ class Run:
             task = self.queue.next_task()
             if task is None:
                 return None
-            if task.id in self._seen:
+            if not self._seen.add(task.id):
                 raise TaskSpecError(duplicate_message(task.id, "tasks"))
-            self._seen.add(task.id)
             repeats = range(self.bench.n_task_repeats)
             prior = [self._prior[p] for p in ((task.id, r) for r in repeats) if p in self._prior]
             for report in prior:  # done in an earlier run: the queue still learns from it
