@@ -22,16 +22,14 @@ ANSWER = {
 }
 
 
-async def test_a_request_goes_to_the_transport_as_built(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in (
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "ALL_PROXY",
-        "http_proxy",
-        "https_proxy",
-        "all_proxy",
-    ):
+def no_proxy_in_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+
+
+async def test_a_request_goes_to_the_transport_as_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    no_proxy_in_environment(monkeypatch)
     seen: list[httpx.Request] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -70,15 +68,7 @@ async def test_an_error_answer_is_mapped_on_the_direct_path() -> None:
 def test_the_transport_is_used_directly_only_without_a_proxy(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    for name in (
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "ALL_PROXY",
-        "http_proxy",
-        "https_proxy",
-        "all_proxy",
-    ):
-        monkeypatch.delenv(name, raising=False)
+    no_proxy_in_environment(monkeypatch)
     plain = create_client(base_url="http://provider.test/v1/", limit=2, transport="httpx")
     assert isinstance(transport_of(plain), httpx.AsyncHTTPTransport)
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.test:3128")
