@@ -1,9 +1,10 @@
 """ResultsFile: the crash-safe JSONL record of a run.
 
 One header line per run (or resumed run: `{"type": "header", ...}` with settings and versions, no
-secrets), then one line per report, appended and flushed as each repetition completes. Writes run
-in a worker thread, in batches, so the event loop never blocks on the disk; `write` returns once its
-line is flushed, so whatever has finished is on disk when a run is interrupted or killed.
+secrets), then one line per report, appended as each repetition completes: a line up to 64 KiB
+in one unbuffered write in place, a longer one through the writer thread (so the event loop never
+waits on a big write), in order; `write` returns once its line is in the kernel, so whatever has
+finished is on disk when a run is interrupted or killed.
 A line cut short by a kill is ignored (and the file mended) on resume. A write the disk refuses
 (full, over a size limit, failing) leaves no part of its lines behind: `write` raises an OSError
 naming the file, and the file takes no more lines (see `AppendOnlyFile`).
