@@ -17,7 +17,7 @@ import anyio.lowlevel
 import anyio.to_thread
 import pytest
 
-from asynceval import Benchmark, Settings, Task, configure_logging, events
+from asynceval import Benchmark, Settings, Task, _event_output, configure_logging, events
 
 
 @pytest.fixture
@@ -104,7 +104,7 @@ async def test_every_line_a_failing_file_loses_is_counted_and_warned_once(
         raise OSError(28, "No space left on device", self.path)
 
     monkeypatch.setattr(AppendOnlyFile, "write", refuse)
-    monkeypatch.setattr(events, "_write_failures", 0)
+    monkeypatch.setattr(_event_output, "_write_failures", 0)
     try:
         with warnings.catch_warnings(record=True) as caught, events.batching():
             warnings.simplefilter("always")

@@ -14,21 +14,25 @@ registered with `register_secret`, and strings shaped like bearer tokens or API 
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import json
-import os
-import sys
-import threading
-import warnings
-from collections.abc import Callable, Iterator, Mapping
-from contextvars import ContextVar
-from typing import Any, TextIO
+from collections.abc import Mapping
+from typing import Any
 
-from ._eventlog import LEVELS, EventLog
+from ._event_output import (
+    Observer,
+    add_observer,
+    bind_context,
+    configure_logging,
+    context_value,
+    emit,
+    remove_observer,
+    write_failures,
+)
+from ._event_output import batching as batching  # asynceval's own: a run, the cluster backend
+from ._event_output import ensure_logging as ensure_logging
+from ._event_output import flush as flush
+from ._event_output import forward as forward
+from ._event_output import write as _write
 from ._redact import REDACTED, redact_secrets, register_secret, scrub_line
-from ._writer import AppendOnlyFile
-from .config import Settings
 
 __all__ = [
     "REDACTED",
@@ -70,218 +74,6 @@ BATCH_ENTRY_MALFORMED = "batch_entry_malformed"
 BATCH_ENTRIES_MISSING = "batch_entries_missing"
 JUDGE_DIMENSION_FAILED = "judge_dimension_failed"
 STRUCTURED_OUTPUT_FALLBACK = "structured_output_fallback"
-
-_write_failures = 0
-_lock = threading.Lock()
-_log_out: EventLog | None = None
-_owned = False  # whether _log_out's file was opened here (closed when replaced)
-# What bind_context bound in this context: one variable holding a (never mutated) dict, so that
-# an event reads it in one lookup.
-_bound: ContextVar[dict[str, Any]] = ContextVar("asynceval_bound", default={})  # noqa: B039
-
-
-def configure_logging(settings: Settings | None = None, *, stream: TextIO | None = None) -> None:
-    """Set up asynceval's own event output: JSON (or console) lines at LOG_LEVEL.
-
-    Lines go to `stream` if given (written and flushed per line), else appended to LOG_FILE
-    (unbuffered; the lines of one event-loop turn in one write at its end, so a crash loses at
-    most that turn's), else to stderr. `settings` defaults to the current Runtime's. Calling it
-    again replaces the previous set-up (and closes a LOG_FILE it opened). Neither structlog's
-    global configuration nor the standard `logging` tree is touched.
-    """
-    if settings is None:
-        from .runtime import Runtime  # the runtime reads the settings once for the process
-
-        settings = Runtime.current().settings
-    if stream is None and settings.log_file:
-        _configure(settings, AppendOnlyFile(settings.log_file), owned=True)
-    else:
-        _configure(settings, stream if stream is not None else sys.stderr, owned=False)
-
-
-def _configure(settings: Settings, output: TextIO | AppendOnlyFile, *, owned: bool) -> None:
-    """`configure_logging` onto `output`; `owned`: close it when replaced or at exit (the CLI
-    hands over its own AppendOnlyFile, whose `error` it watches)."""
-    global _log_out, _owned
-    register_secret(settings.llm_api_key)
-    log = EventLog(
-        output,
-        settings.log_level,
-        console=settings.log_format == "console",
-        on_error=_lines_lost,
-    )
-    with _lock:
-        previous, previous_owned = _log_out, _owned
-        _log_out, _owned = log, owned
-    if previous is not None:
-        with contextlib.suppress(Exception):
-            if previous_owned and previous.output is not output:
-                previous.close()
-            else:
-                previous.flush()
-
-
-def flush() -> None:
-    """Write the event lines still waiting for their event-loop turn to end."""
-    log = _log_out
-    if log is not None:
-        log.flush()
-
-
-@contextlib.contextmanager
-def batching() -> Iterator[None]:
-    """While in it (a run), lines to LOG_FILE wait for the end of their event-loop turn and go
-    out in one write; at its end, what waits is written."""
-    log = _log()
-    with _lock:
-        log.batching += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            log.batching -= 1
-        log.flush()
-
-
-def _lines_lost(exc: Exception, lines: int) -> None:
-    _count_failure("event lines" if lines > 1 else "an event line", exc, lines)
-
-
-def _after_fork() -> None:
-    log = _log_out
-    if log is not None:
-        log._forked()
-
-
-os.register_at_fork(after_in_child=_after_fork)
-
-
-def _close_at_exit() -> None:
-    """At interpreter exit: waiting lines are written and the events file closed."""
-    log = _log_out
-    if log is not None:
-        with contextlib.suppress(Exception):
-            if _owned:
-                log.close()
-            else:
-                log.flush()
-
-
-atexit.register(_close_at_exit)
-
-
-def ensure_logging(settings: Settings) -> None:
-    """`configure_logging(settings)` unless the application (or an earlier call) already did."""
-    if _log_out is None:
-        configure_logging(settings)
-
-
-def write_failures() -> int:
-    """How many events could not be written (the first one also raised a RuntimeWarning)."""
-    return _write_failures
-
-
-def _log() -> EventLog:
-    if _log_out is None:
-        try:
-            configure_logging()
-        except ValueError:  # a bad setting in the environment: still write the events somewhere
-            configure_logging(Settings.model_construct())  # defaults, not the environment
-    assert _log_out is not None
-    return _log_out
-
-
-Observer = Callable[[str, Mapping[str, Any]], None]
-_observers: tuple[Observer, ...] = ()
-
-
-def add_observer(observer: Observer) -> None:
-    """Call `observer(event, fields)` for every event from now on, whatever LOG_LEVEL filters
-    (a progress display counts retries this way). It runs inline: keep it quick; errors in it
-    are counted like write failures."""
-    global _observers
-    with _lock:
-        _observers = (*_observers, observer)
-
-
-def remove_observer(observer: Observer) -> None:
-    global _observers
-    with _lock:
-        _observers = tuple(o for o in _observers if o is not observer)
-
-
-def _write(level: str, event: str, fields: dict[str, Any]) -> None:
-    """Write one event; a failure to write is counted, never raised into the call it describes."""
-    try:
-        for observer in _observers:
-            observer(event, fields)
-        log = _log_out or _log()
-        if LEVELS[level] >= log.threshold:
-            log.write(level, event, fields, _bound.get())  # write errors reach _lines_lost
-    except Exception as exc:
-        _count_failure(f"the {event!r} event", exc)
-
-
-def _count_failure(what: str, exc: Exception, lines: int = 1) -> None:
-    global _write_failures
-    first = _write_failures == 0
-    _write_failures += lines
-    if first:
-        warnings.warn(
-            f"asynceval could not write {what} ({exc!r}); "
-            "events.write_failures() counts the ones lost",
-            RuntimeWarning,
-            stacklevel=4,
-        )
-
-
-@contextlib.contextmanager
-def bind_context(**values: Any) -> Iterator[None]:
-    """Bind fields (task_id, repeat_idx, agent, dimension ...) to every event in this context."""
-    token = _bound.set({**_bound.get(), **values})
-    try:
-        yield
-    finally:
-        _bound.reset(token)
-
-
-def context_value(key: str) -> Any:
-    """The value bound under `key` by `bind_context` in the current context, or None."""
-    return _bound.get().get(key)
-
-
-def forward(line: str) -> None:
-    """Write an event line rendered in another process (a cluster worker's) as it is, and show
-    it to the observers; a line that is not a JSON event is written all the same."""
-    global _write_failures
-    try:
-        if _observers:
-            with contextlib.suppress(ValueError):
-                fields = json.loads(line)
-                if isinstance(fields, dict):
-                    event = str(fields.pop("event", ""))
-                    for observer in _observers:
-                        observer(event, fields)
-        _log().write_line(line)
-    except Exception:
-        _write_failures += 1
-
-
-_LEVEL_ALIASES = {"warn": "warning", "fatal": "critical", "msg": "info", "exception": "error"}
-
-
-def emit(event: str, level: str = "info", **fields: Any) -> None:
-    """Write an event of the application's own (asynceval's events each have a named emitter
-    below, which fixes their fields). `level` is debug, info, warning, error or critical (or
-    structlog's names: warn, fatal, msg, and exception, which adds the current traceback);
-    another raises ValueError."""
-    name = level.lower()
-    if name == "exception":
-        fields.setdefault("exc_info", True)
-    name = _LEVEL_ALIASES.get(name, name)
-    if name not in LEVELS:
-        raise ValueError(f"unknown event level {level!r}: debug, info, warning, error, critical")
-    _write(name, event, fields)
 
 
 def queueing(*, agent: str | None, dimension: str | None, call_id: str, queue_depth: int) -> None:

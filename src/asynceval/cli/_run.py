@@ -21,7 +21,7 @@ from typing import Any
 
 import anyio
 
-from .. import events
+from .. import _event_output, events
 from ..config import Settings
 from ..engine import Benchmark, Task, load_tasks
 from ..engine.backend import Backend
@@ -126,7 +126,7 @@ def _events_stream(out: Path, settings: Settings) -> EventsStream:
     quiet_events_warning(stream)
     events_settings = _events_settings(settings, out / "events.jsonl")
     # Its file itself, not the stream: the lines of a loop turn then go in one write.
-    events._configure(events_settings, stream.file, owned=True)
+    _event_output.configure_onto(events_settings, stream.file, owned=True)
     return stream
 
 
