@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import json
 import pkgutil
 import subprocess
 import sys
@@ -142,13 +143,8 @@ def test_a_run_without_a_backend_never_imports_distributed() -> None:
         "        return [lambda query: 'ok'], {}\n"
         "B().run_sync([Task(query='q', id='a')])\n"
         "import asynceval.cli._run\n"
-        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('distributed', 'dask'))\n"
-        "print(loaded)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
-    )
-    assert done.stdout.strip() == "[]", done.stdout
+    assert loaded_by(script, ("distributed", "dask")) == []
 
 
 def test_the_bare_import_leaves_heavy_optional_modules_out() -> None:
@@ -157,11 +153,19 @@ def test_the_bare_import_leaves_heavy_optional_modules_out() -> None:
     line), not structlog (the console format's renderer), not Dask, not any framework."""
     heavy = ("aiohttp", "httpx", "httpx_aiohttp", "structlog", "rich", "click", "pygments")
     heavy += ("distributed", "dask", "openai", "smolagents", "pydantic_ai", "langchain_openai")
-    script = (
-        "import sys, asynceval\n"
-        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({heavy!r})))\n"
-    )
+    assert loaded_by("import asynceval\n", heavy) == []
+
+
+def loaded_by(script: str, packages: tuple[str, ...]) -> list[str]:
+    """Which of `packages` a fresh interpreter has imported once `script` has run."""
+    roots = "{m.split('.')[0] for m in sys.modules}"
+    probe = f"import json, sys\nprint(json.dumps(sorted({roots} & {set(packages)!r})))"
     done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+        [sys.executable, "-c", script + probe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
-    assert done.stdout.strip() == "[]", done.stdout
+    loaded: list[str] = json.loads(done.stdout)
+    return loaded
