@@ -1,9 +1,9 @@
 """A run's files when the disk refuses them: a full disk, a size limit, a failing device.
 
 The results file keeps whole lines by itself (`ResultsFile` writes through an `AppendOnlyFile`
-and raises an OSError naming the file). The events file is written in place by `events`, which
-counts a failed write and never raises it into the call it describes; so the CLI hands `events`
-an `EventsStream` over an `AppendOnlyFile`, which keeps its lines whole and remembers the error,
+and raises an OSError naming the file). The events file is written by `events`, which counts a
+failed write and never raises it into the call it describes; so the CLI opens the events file
+itself as an `AppendOnlyFile`, which keeps its lines whole and remembers the error,
 and `stop_when_broken` ends the run once it has one: tasks whose record cannot be kept are not
 worth running. Either failure becomes one line on stderr (`failure_line`) and exit status 2.
 Standard output refusing the progress display or the summary does not stop the run; it is one
@@ -13,7 +13,6 @@ line at the end (`stdout_failure_line`), exit status 2 as well.
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import shlex
 import sys
@@ -29,52 +28,34 @@ from ._errors import CLIError, handle_warnings
 _EVENTS_WARNING = "asynceval could not write"  # how events.py's RuntimeWarning starts
 
 
-class EventsStream(io.TextIOBase):
-    """The events file as the text stream `events.configure_logging(stream=...)` writes to:
-    each line lands whole or not at all, and `error` is the first OSError (None while fine)."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__()
-        try:
-            self.file = AppendOnlyFile(path)
-        except OSError as exc:
-            raise CLIError(f"cannot write {path}: {_os_error(exc)}") from None
-
-    @property
-    def error(self) -> OSError | None:
-        return self.file.error
-
-    def write(self, text: str, /) -> int:
-        """Append `text` (structlog writes one whole line per call); raises what the disk says."""
-        self.file.write(text.encode("utf-8", errors="replace"))
-        return len(text)
-
-    def flush(self) -> None:
-        """Nothing to flush: every write is already in the kernel."""
-
-    def isatty(self) -> bool:
-        return False
+def open_events_file(path: Path) -> AppendOnlyFile:
+    """The events file of a run (an AppendOnlyFile: whole lines, and `error` once the disk
+    refused one); a file that cannot be opened is one line."""
+    try:
+        return AppendOnlyFile(path)
+    except OSError as exc:
+        raise CLIError(f"cannot write {path}: {_os_error(exc)}") from None
 
 
-def quiet_events_warning(stream: EventsStream) -> None:
+def quiet_events_warning(file: AppendOnlyFile) -> None:
     """Drop the events module's "could not write" RuntimeWarning (several lines with a source
     line) once `stream` has failed: the run reports that failure itself, in one line. Warnings
     for any other reason (say, a progress observer that raised) still show."""
 
     def quiet(message: Warning | str, category: type[Warning]) -> bool:
         ours = issubclass(category, RuntimeWarning) and str(message).startswith(_EVENTS_WARNING)
-        return ours and stream.error is not None
+        return ours and file.error is not None
 
     handle_warnings("events file", quiet)
 
 
 async def stop_when_broken(
-    stream: EventsStream, scope: anyio.CancelScope, every: float = 0.05
+    file: AppendOnlyFile, scope: anyio.CancelScope, every: float = 0.05
 ) -> None:
     """Cancel `scope` (the run) once the events file has failed, within `every` seconds."""
     # Polled rather than an anyio.Event: the failure happens inside `events` in any thread,
     # with no hook to set an Event from, and 20 looks a second cost nothing.
-    while stream.error is None:  # noqa: ASYNC110
+    while file.error is None:  # noqa: ASYNC110
         await anyio.sleep(every)
     scope.cancel()
 

@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 
 from .. import _event_output, events
+from .._writer import AppendOnlyFile
 from ..config import Settings
 from ..engine import Benchmark, Task, load_tasks
 from ..engine.backend import Backend
@@ -29,9 +30,9 @@ from ..errors import BackendLost, ConfigError, TaskSpecError
 from ..runtime import Runtime, _reset_default
 from ._errors import CLIError, describe
 from ._files import (
-    EventsStream,
     config_error,
     failure_line,
+    open_events_file,
     quiet_events_warning,
     stdout_failure_line,
     stop_when_broken,
@@ -120,14 +121,13 @@ def run_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _events_stream(out: Path, settings: Settings) -> EventsStream:
-    """DIR/events.jsonl, opened and made the destination of every event from now on."""
-    stream = EventsStream(out / "events.jsonl")
-    quiet_events_warning(stream)
-    events_settings = _events_settings(settings, out / "events.jsonl")
-    # Its file itself, not the stream: the lines of a loop turn then go in one write.
-    _event_output.configure_onto(events_settings, stream.file, owned=True)
-    return stream
+def _events_stream(out: Path, settings: Settings) -> AppendOnlyFile:
+    """DIR/events.jsonl, opened and made the destination of every event from now on (the file
+    itself, so that the lines of a loop turn go in one write and its `error` is watched)."""
+    file = open_events_file(out / "events.jsonl")
+    quiet_events_warning(file)
+    _event_output.configure_onto(_events_settings(settings, out / "events.jsonl"), file, owned=True)
+    return file
 
 
 def _run(
@@ -136,7 +136,7 @@ def _run(
     tasks: Iterable[Any],
     out: Path,
     progress: Progress,
-    stream: EventsStream,
+    stream: AppendOnlyFile,
     backend: Backend | None,
 ) -> int:
     """Run the benchmark: 0 when it ran to the end, 130 when Ctrl-C stopped it. A results or
@@ -235,7 +235,7 @@ async def _execute(
     out: Path,
     resume: bool,
     progress: Progress,
-    stream: EventsStream,
+    stream: AppendOnlyFile,
     backend: Backend | None = None,
 ) -> bool:
     """The run with its progress display; True if it was stopped because the events file
