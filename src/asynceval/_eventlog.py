@@ -27,9 +27,8 @@ from typing import Any, TextIO
 from ._redact import may_hold_secret, redact_secrets, scrub_value
 from ._writer import AppendOnlyFile
 
-LEVELS = {"debug": 10, "info": 20, "warning": 30, "warn": 30, "error": 40, "critical": 50}
-_NAMES = {"debug": "DEBUG", "info": "INFO", "warning": "WARNING", "warn": "WARNING"}
-_NAMES |= {"error": "ERROR", "critical": "CRITICAL"}
+LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
+_NAMES = {name: name.upper() for name in LEVELS}
 
 _MOST_WAITING = 256  # lines held for the end of a loop turn: a long turn still writes as it goes
 _encode = json.JSONEncoder(default=repr).encode  # what structlog's JSONRenderer did: repr() else

@@ -10,6 +10,7 @@ rendered line (`may_hold_secret`) says it may hold one.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
@@ -90,17 +91,10 @@ def _redact_structure(value: Any) -> Any:
     return value
 
 
-_key_verdicts: dict[str, bool] = dict.fromkeys(_OWN_FIELDS, False)
-
-
+@functools.lru_cache(maxsize=4096)  # events reuse a few names; an application inventing more
 def _secret_key(key: str) -> bool:
-    """Whether a top-level field name looks secret (remembered: events reuse a few names)."""
-    verdict = _key_verdicts.get(key)
-    if verdict is None:
-        if len(_key_verdicts) > 4096:  # an application inventing names: keep it bounded
-            _key_verdicts.clear()
-        verdict = _key_verdicts[key] = _SECRET_KEY.search(key) is not None
-    return verdict
+    """Whether a top-level field name looks secret."""
+    return key not in _OWN_FIELDS and _SECRET_KEY.search(key) is not None
 
 
 _PLAIN = frozenset((str, int, float, bool, type(None)))
@@ -108,12 +102,8 @@ _PLAIN = frozenset((str, int, float, bool, type(None)))
 
 def redact_secrets(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
     """structlog processor: blank values under secret-looking keys at any depth, and SecretStrs."""
-    verdicts = _key_verdicts
     for key, value in event_dict.items():
-        secret = verdicts.get(key)
-        if secret is None:
-            secret = _secret_key(key)
-        if secret:
+        if _secret_key(key):
             event_dict[key] = REDACTED
         elif type(value) not in _PLAIN:
             event_dict[key] = _redact_structure(value)

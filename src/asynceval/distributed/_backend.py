@@ -269,9 +269,11 @@ async def _unregister_workers(client: Client, name: str) -> None:
 async def _unregister(client: Client, name: str, run_id: str) -> None:
     """The run's scheduler plugin and its windows go; quietly, not to hide the run's outcome
     (the scheduler may be gone)."""
-    with anyio.CancelScope(shield=True), anyio.move_on_after(5), contextlib.suppress(Exception):
-        await client.unregister_scheduler_plugin(name)
-        await client.run_on_scheduler(forget_run, run_id)
+    with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+        with contextlib.suppress(Exception):
+            await client.unregister_scheduler_plugin(name)
+        with contextlib.suppress(Exception):  # even if the plugin was already gone
+            await client.run_on_scheduler(forget_run, run_id)
 
 
 async def _close_semaphore(semaphore: Semaphore) -> None:

@@ -48,8 +48,7 @@ class RatePlugin(SchedulerPlugin):
         _bookings.setdefault(self.run_id, {})
 
     async def close(self) -> None:
-        _limiters.pop(self.run_id, None)
-        _bookings.pop(self.run_id, None)
+        forget_run(self.run_id)
 
 
 def forget_run(run_id: str, dask_scheduler: Any = None) -> None:

@@ -35,19 +35,16 @@ class RunReports(Sequence[dict[str, Any]]):
         self.path = path
         """The results file the reports are read from (None: the run kept none)."""
         self.temporary = temporary
+        # Where each report line begins, recorded as the run wrote it (another run appending to
+        # the same file never mixes in).
         self._offsets = offsets if offsets is not None else array("q")
         if temporary and path is not None:
-            weakref.finalize(self, _remove, path)
+            weakref.finalize(self, remove_file, path)
 
     @classmethod
     def empty(cls) -> RunReports:
         """No reports (a run with `collect=False`)."""
         return cls(None)
-
-    def _index(self) -> array[int]:
-        """Where each of the run's report lines starts in the file (recorded as it wrote them:
-        another run appending to the same file never mixes in)."""
-        return self._offsets
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A copy or a pickle (sent to another process) is a plain list: a temporary file lives
@@ -55,20 +52,20 @@ class RunReports(Sequence[dict[str, Any]]):
         return (list, (list(self),))
 
     def __len__(self) -> int:
-        return len(self._index())
+        return len(self._offsets)
 
     @overload
     def __getitem__(self, index: int) -> dict[str, Any]: ...
     @overload
     def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
     def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
-        offsets = self._index()
+        offsets = self._offsets
         if isinstance(index, slice):
             return [self._read(offsets[i]) for i in range(*index.indices(len(offsets)))]
         return self._read(offsets[index])  # IndexError as a list's
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        offsets = self._index()
+        offsets = self._offsets
         if not offsets or self.path is None:
             return
         with open(self.path, "rb") as file:
@@ -109,6 +106,7 @@ def _parse(line: bytes) -> dict[str, Any]:
     return record
 
 
-def _remove(path: str) -> None:
+def remove_file(path: str) -> None:
+    """Delete `path` if it is there."""
     with contextlib.suppress(OSError):
         os.unlink(path)

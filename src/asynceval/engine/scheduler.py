@@ -10,7 +10,6 @@ far, then the task's TimeoutAction may run it once more. Infrastructure failures
 
 from __future__ import annotations
 
-import contextlib
 import os
 import platform
 import tempfile
@@ -37,7 +36,7 @@ from .callbacks import CallbackRunner
 from .queues import SequentialQueue, TaskQueue
 from .repetition import Repetitions, Unit
 from .results import ResultsFile, successful_reports
-from .run_reports import RunReports
+from .run_reports import RunReports, remove_file
 from .seen_ids import SeenIds
 from .task import Task, as_task, duplicate_message
 from .threads import ThreadRunner, threads_scope
@@ -124,8 +123,7 @@ class Run:
         finally:
             runtime.unbind(token)
             if self._temporary is not None and self.reports.path is None:  # failed: not returned
-                with contextlib.suppress(OSError):
-                    os.unlink(self._temporary)
+                remove_file(self._temporary)
         assert error is not None  # the block either returned or caught it
         raise error
 

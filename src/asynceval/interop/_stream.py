@@ -150,7 +150,16 @@ class LeasedStream(httpx.AsyncByteStream):
         on a loop's thread, a stream its repetition left open): the lease is released with the
         tokens read so far, the response closed and its pool entry left, on its loop."""
         loop, response = self._loop, self._response
-        _finish_later(self._holder, loop, self._usage, lambda: loop.create_task(response.aclose()))
+
+        def close() -> None:
+            task = loop.create_task(response.aclose())
+            _closing.add(task)  # a loop keeps only weak references to its tasks
+            task.add_done_callback(_closing.discard)
+
+        _finish_later(self._holder, loop, self._usage, close)
+
+
+_closing: set[asyncio.Task[None]] = set()  # responses being closed on their loops
 
 
 class SyncStream(httpx.SyncByteStream):

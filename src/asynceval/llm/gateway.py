@@ -107,11 +107,11 @@ class Lease:
             if self._released:
                 return
             self._released = True
-        if self._held is not None:
-            self._held.pop(self, None)
-        if self._unsend is not None:  # a stream: the provider has finished serving it
-            self._unsend()
         try:
+            if self._held is not None:
+                self._held.pop(self, None)
+            if self._unsend is not None:  # a stream: the provider has finished serving it
+                self._unsend()
             # An answer that said nothing of its usage: a failed attempt used nothing, but a
             # stream that went out and was left unread keeps its estimate (the provider spent it).
             if self._limiter is not None and self._reservation is not None:

@@ -11,6 +11,7 @@ still works after `aclose()`. With no base URL anywhere, it talks to the embedde
 from __future__ import annotations
 
 import json
+import urllib.parse
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from types import TracebackType
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
 SIM_BASE_URL = "http://asynceval-sim/v1"
 SIM_MODEL = "asynceval-sim"
-_SIM_PATH = "/v1"  # SIM_BASE_URL's path: where the simulator's routes are
+_SIM_PATH = urllib.parse.urlsplit(SIM_BASE_URL).path  # where the simulator's routes are
 ResponseFormat = Mapping[str, Any] | type[BaseModel]
 
 
@@ -174,23 +175,15 @@ class ChatModel(ABC):
         """A Completion from a successful response body (KeyError etc. mean a malformed body)."""
 
     def _key(self, runtime: Runtime) -> EndpointKey:
-        """Which of `runtime`'s pools this model's calls go through."""
-        if self.base_url == SIM_BASE_URL:
-            transport = f"sim:{id(self._own_sim or runtime.sim)}"
-        else:
-            chosen = self._transport or runtime.settings.llm_http_transport
-            transport = chosen if isinstance(chosen, str) else f"object:{id(chosen)}"
+        """Which of `runtime`'s pools this model's calls go through (not the embedded
+        simulator's: those need no pool)."""
+        chosen = self._transport or runtime.settings.llm_http_transport
+        transport = chosen if isinstance(chosen, str) else f"object:{id(chosen)}"
         return EndpointKey(self.base_url, transport, self._header_key)
 
     def _open(self, runtime: Runtime) -> httpx.AsyncClient:
         """A new client for this model's endpoint (the runtime keeps it per event loop)."""
-        import httpx
-
-        transport: HttpTransport | httpx.AsyncBaseTransport
-        if self.base_url == SIM_BASE_URL:
-            transport = httpx.ASGITransport(app=self._own_sim or runtime.sim)
-        else:
-            transport = self._transport or runtime.settings.llm_http_transport
+        transport = self._transport or runtime.settings.llm_http_transport
         return create_client(
             base_url=self.base_url + "/",
             limit=(self._controller or runtime.limiter).limit,
@@ -286,6 +279,8 @@ class ChatModel(ABC):
 
     async def aclose(self) -> None:
         """Close this model's idle connections in this event loop; a later call reopens them."""
+        if self.base_url == SIM_BASE_URL:
+            return  # served in process: no connections
         runtime = self.runtime or Runtime.current()
         await runtime.pools.aclose(self._key(runtime))
 
