@@ -109,3 +109,17 @@ def test_a_cluster_runs_events_are_replayed_in_time_order() -> None:
     assert cluster.max_in_flight == 1 and cluster.limit_held
     local = check_events([start, *(_call(n, c, t, None) for n, c, t, _ in lines)])
     assert local.max_in_flight == 2 and not local.limit_held
+
+
+def test_a_release_and_an_acquire_at_the_same_instant_count_the_release_first() -> None:
+    """Two workers' clocks give A's `released` and B's `acquired` the same timestamp, B's line
+    arriving first: on a tie the release is replayed first, so the limit of 1 held."""
+    start = {"event": "run_started", "max_concurrent_llm_calls": 1}
+    lines = [
+        ("acquired", "a", "00.100000", "A"),
+        ("acquired", "b", "00.290000", "B"),
+        ("released", "a", "00.290000", "A"),
+        ("released", "b", "00.500000", "B"),
+    ]
+    replay = check_events([start, *(_call(*line) for line in lines)])
+    assert replay.max_in_flight == 1 and replay.limit_held

@@ -326,3 +326,33 @@ async def test_a_copy_or_a_pickle_is_a_plain_list_that_outlives_the_temporary_fi
     assert not temporary_files()  # the file is gone with its owner ...
     assert copied == expected and unpickled == expected  # ... the copies hold the reports
     assert isinstance(copied, list) and isinstance(unpickled, list)
+
+
+class Padded(Benchmark):
+    """Some reports larger than what is written in place (IN_PLACE_BYTES): the writer thread."""
+
+    async def setup_agents(self, agent_data: Any, environment: Any, task: Task, user: Any) -> Any:
+        async def agent(query: Any) -> Any:
+            return query
+
+        return [agent], {}
+
+    async def setup_evaluators(self, environment: Any, task: Task, agents: Any, user: Any) -> Any:
+        def judge(task: Task, answer: Any, traces: Any) -> dict[str, Any]:
+            size = 70_000 if task.id.endswith(("1", "4")) else 10
+            return {"passed": True, "pad": "x" * size}
+
+        return [judge]
+
+
+async def test_reports_written_through_the_writer_thread_are_read_back_in_order(
+    tmp_path: Path,
+) -> None:
+    from asynceval.engine.results import IN_PLACE_BYTES
+
+    ids = [f"t{i}" for i in range(8)]
+    reports = await Padded(max_concurrent_tasks=1).run(tasks(*ids), results_path=tmp_path / "r")
+    assert [r["task_id"] for r in reports] == ids  # one at a time: the order they finished
+    sizes = [len(r["eval"][0]["pad"]) for r in reports]
+    assert sizes == [70_000 if i in (1, 4) else 10 for i in range(8)]
+    assert IN_PLACE_BYTES < 70_000

@@ -8,7 +8,7 @@ import json
 import httpx
 import pytest
 
-from asynceval import OpenAIChatModel
+from asynceval import LLMCallFailed, OpenAIChatModel
 from asynceval.runtime import create_client, transport_of
 
 ANSWER = {
@@ -49,20 +49,31 @@ async def test_a_request_goes_to_the_transport_as_built(monkeypatch: pytest.Monk
     assert request.headers["content-type"] == "application/json"
     assert request.headers["user-agent"].startswith("asynceval/")
     assert request.headers["host"] == "provider.test"
+    # Sent straight to the transport, not through the client (which adds a timeout extension
+    # and its default accept-encoding and connection headers).
+    assert request.extensions == {} and "accept-encoding" not in request.headers
     body = json.loads(request.content)
     assert body["messages"] == [{"role": "user", "content": "What is 2 + 2?"}]
     assert body["temperature"] == 0 and body["model"] == "m"
 
 
-async def test_an_error_answer_is_mapped_on_the_direct_path() -> None:
+async def test_an_error_answer_is_mapped_on_the_direct_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    no_proxy_in_environment(monkeypatch)
+    seen: list[httpx.Request] = []
+
     def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
         return httpx.Response(400, json={"error": {"message": "no such model"}})
 
     model = OpenAIChatModel(
         "m", base_url="http://provider.test/v1", transport=httpx.MockTransport(handler)
     )
-    with pytest.raises(Exception, match="no such model"):
+    with pytest.raises(LLMCallFailed, match="no such model") as raised:
         await model.generate("hi")
+    assert raised.value.status_code == 400 and not raised.value.retryable
+    assert len(seen) == 1 and seen[0].extensions == {}  # refused once, on the direct path
 
 
 def test_the_transport_is_used_directly_only_without_a_proxy(
