@@ -59,7 +59,7 @@ def tasks(n: int) -> Iterator[Task]:
 
 
 async def w1_round(
-    n: int, limit: int, latency: float, base_url: str, out: Path
+    n: int, limit: int, latency: float, base_url: str, out: Path, at_once: int
 ) -> dict[str, float]:
     ideal = n * latency / limit
     results: dict[str, float] = {}
@@ -84,7 +84,7 @@ async def w1_round(
     configure_logging(Settings(log_file=str(out / "events.jsonl")))
     model = OpenAIChatModel("sim", base_url=base_url, controller=ConcurrencyController(limit))
     async with model:
-        bench = OneCall(model, max_concurrent_tasks=2 * limit)
+        bench = OneCall(model, max_concurrent_tasks=at_once)
         await bench.run(tasks(limit * 2), collect=False)  # warm the pool
         cpu = time.process_time()
         started = time.perf_counter()
@@ -94,7 +94,9 @@ async def w1_round(
     return results
 
 
-async def inprocess_round(n: int, limit: int, latency: float, out: Path) -> dict[str, float]:
+async def inprocess_round(
+    n: int, limit: int, latency: float, out: Path, at_once: int
+) -> dict[str, float]:
     """W1 in process: the bare loop on the simulator, then the engine on a simulator of its own
     with the same configuration; efficiency (0 ms: repetitions per second) and CPU per call."""
     config = SimConfig(latency=latency, latency_distribution="fixed")
@@ -122,7 +124,7 @@ async def inprocess_round(n: int, limit: int, latency: float, out: Path) -> dict
 
     configure_logging(Settings(log_file=str(out / "events.jsonl")))
     async with OpenAIChatModel(controller=ConcurrencyController(limit), sim_config=config) as model:
-        bench = OneCall(model, max_concurrent_tasks=2 * limit)
+        bench = OneCall(model, max_concurrent_tasks=at_once)
         await bench.run(tasks(limit * 2), collect=False)
         cpu, started = time.process_time(), time.perf_counter()
         await bench.run(tasks(n), results_path=out / "results.jsonl", collect=False)
@@ -152,11 +154,12 @@ def _in_process(args: argparse.Namespace, out: Path) -> None:
         ideal = n * args.latency / args.limit
         print(
             f"W1 in process: {n} repetitions x one {args.latency * 1000:.0f} ms call, limit "
-            f"{args.limit}, events + results file on; ideal {ideal:.1f} s"
+            f"{args.limit}, {args.tasks_at_once} repetitions at once, events + results file on; "
+            f"ideal {ideal:.1f} s"
         )
         ratios, extra = [], []
         for round_no in range(1, args.rounds + 1):
-            res = anyio.run(inprocess_round, n, args.limit, args.latency, out)
+            res = anyio.run(inprocess_round, n, args.limit, args.latency, out, args.tasks_at_once)
             ratios.append(res["engine"] / res["bare"])
             extra.append(res["engine_cpu_us"] - res["bare_cpu_us"])
             print(
@@ -171,7 +174,7 @@ def _in_process(args: argparse.Namespace, out: Path) -> None:
     n = args.sizes[0]
     print(f"ceiling: W1 in process at 0 ms, limit {args.limit}, {n} repetitions")
     for round_no in range(1, args.rounds + 1):
-        res = anyio.run(inprocess_round, n, args.limit, 0.0, out)
+        res = anyio.run(inprocess_round, n, args.limit, 0.0, out, args.tasks_at_once)
         print(
             f"  round {round_no}: bare {res['bare']:.0f} calls/s ({res['bare_cpu_us']:.0f} us CPU)"
             f"  engine {res['engine']:.0f} repetitions/s ({res['engine_cpu_us']:.0f} us CPU)"
@@ -187,7 +190,9 @@ def _loopback(args: argparse.Namespace, out: Path) -> None:
         )
         ratios = []
         for round_no in range(1, args.rounds + 1):
-            res = anyio.run(w1_round, args.tasks, args.limit, args.latency, base_url, out)
+            res = anyio.run(
+                w1_round, args.tasks, args.limit, args.latency, base_url, out, args.tasks_at_once
+            )
             ratios.append(res["engine"] / res["bare"])
             print(
                 f"  round {round_no}: bare {res['bare']:.3f} ({res['bare_cpu_us']:.0f} us CPU/call)"
@@ -219,12 +224,19 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=50)
     parser.add_argument("--latency", type=float, default=0.05)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--tasks-at-once",
+        type=int,
+        help="the engine's MAX_CONCURRENT_TASKS (default: twice the limit, so that a repetition "
+        "always waits for each freed slot; the limit itself: none queue for a slot)",
+    )
     parser.add_argument("--rss", type=int, nargs="*", default=[100_000])
     parser.add_argument("--rss-uncollected", type=int, nargs="*", default=[100_000, 1_000_000])
     parser.add_argument("--skip-loopback", action="store_true")
     parser.add_argument("--rss-child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--collect", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.tasks_at_once = args.tasks_at_once or 2 * args.limit
     out = Path(tempfile.mkdtemp(prefix="asynceval-engine-"))
     if args.rss_child:
         anyio.run(rss_child, args.rss_child, args.collect, out)

@@ -23,6 +23,7 @@ from typing import Any, TextIO
 
 from ._eventlog import LEVELS, EventLog
 from ._redact import register_secret
+from ._scoped import Scoped
 from ._writer import AppendOnlyFile
 from .config import Settings
 
@@ -190,14 +191,10 @@ def _count_failure(what: str, exc: Exception, lines: int = 1) -> None:
         )
 
 
-@contextlib.contextmanager
-def bind_context(**values: Any) -> Iterator[None]:
-    """Bind fields (task_id, repeat_idx, agent, dimension ...) to every event in this context."""
-    token = _bound.set({**_bound.get(), **values})
-    try:
-        yield
-    finally:
-        _bound.reset(token)
+def bind_context(**values: Any) -> Scoped[dict[str, Any]]:
+    """A `with` block binding fields (task_id, repeat_idx, agent, dimension ...) to every event
+    written inside it, on top of those bound around it."""
+    return Scoped(_bound, {**_bound.get(), **values})
 
 
 def context_value(key: str) -> Any:

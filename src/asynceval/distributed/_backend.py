@@ -16,6 +16,7 @@ import hashlib
 import os
 import sys
 import sysconfig
+import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -238,7 +239,7 @@ class _DaskSession:
         task.add_done_callback(self._background.discard)
 
     async def run(self, unit: Unit) -> dict[str, Any]:
-        return await self._batches.run(unit, anyio.current_time() - unit.selected_at)
+        return await self._batches.run(unit, time.monotonic() - unit.selected_at)
 
     async def finish(self) -> None:
         """Stop batches still out (a run cancelled or failed), here and on the workers, and

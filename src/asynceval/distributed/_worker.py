@@ -263,7 +263,7 @@ async def run_batch(run_id: str, items: list[tuple[Unit, float]]) -> list[dict[s
     state.batches.add(batch)
 
     async def one(index: int, unit: Unit, waited_s: float) -> None:
-        unit.selected_at = anyio.current_time() - waited_s
+        unit.selected_at = time.monotonic() - waited_s
         reports[index] = await state.run(unit)
 
     try:

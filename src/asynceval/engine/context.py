@@ -8,11 +8,10 @@ long loops call `check_timeout()` at checkpoints to stop in time.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
+from .._scoped import Scoped
 from ..errors import TaskTimeoutError
 from .status import TerminationReason
 from .task import Task
@@ -99,10 +98,6 @@ def current_context() -> TaskContext | None:
     return _current.get()
 
 
-@contextmanager
-def task_context(context: TaskContext) -> Iterator[TaskContext]:
-    token = _current.set(context)
-    try:
-        yield context
-    finally:
-        _current.reset(token)
+def task_context(context: TaskContext) -> Scoped[TaskContext]:
+    """A `with` block in which `current_context()` is `context` (one repetition attempt)."""
+    return Scoped(_current, context)

@@ -8,11 +8,12 @@ and/or `gather_config()` returning a dict; one whose gather raises yields an err
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, TypeVar
+
+from .._scoped import Scoped
 
 _SINGLE = ("environment", "user")  # categories holding one component, not a mapping
 
@@ -37,14 +38,10 @@ class ComponentRegistry:
     def __init__(self, benchmark_config: Mapping[str, Any] | None = None) -> None:
         self.benchmark_config = dict(benchmark_config or {})
 
-    @contextmanager
-    def scope(self) -> Iterator[None]:
-        """A fresh, empty set of registrations for the code run inside (one repetition)."""
-        token = _scope.set(_Scope())
-        try:
-            yield
-        finally:
-            _scope.reset(token)
+    def scope(self) -> Scoped[_Scope]:
+        """A `with` block with a fresh, empty set of registrations for the code run inside (one
+        repetition)."""
+        return Scoped(_scope, _Scope())
 
     def _current(self) -> _Scope:
         scope = _scope.get()

@@ -71,13 +71,13 @@ class Repetitions:
 
     async def run(self, unit: Unit) -> dict[str, Any]:
         """Every attempt of one repetition (timeout re-runs, infrastructure retries): one report."""
-        started = anyio.current_time()
+        started = time.monotonic()
         usage = UsageCounter()
         task_id, repeat_idx = unit.task.id, unit.repeat_idx
         with events.bind_context(task_id=task_id, repeat_idx=repeat_idx):
             events.task_started(task_id=task_id, repeat_idx=repeat_idx)
             outcome, attempts = await self._attempts(unit, usage)
-            duration = anyio.current_time() - started
+            duration = time.monotonic() - started
             status, reason = outcome.status, outcome.termination_reason
             events.task_finished(
                 task_id=task_id,

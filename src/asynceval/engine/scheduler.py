@@ -133,7 +133,7 @@ class Run:
         if self.resume and self.results_path is not None:
             self._prior = await anyio.to_thread.run_sync(successful_reports, self.results_path)
             self._done = set(self._prior)
-        started = anyio.current_time()
+        started = time.monotonic()
         async with AsyncExitStack() as backend_stack:
             if self.backend is not None:
                 self._session = await backend_stack.enter_async_context(
@@ -177,7 +177,7 @@ class Run:
                     await self._session.flush_events()
             events.run_finished(
                 counts=self.counts,
-                duration_s=anyio.current_time() - started,
+                duration_s=time.monotonic() - started,
                 interrupted=interrupted,
                 written=self._results.written if self._results is not None else None,
                 skipped_as_done=len(self._done),
@@ -269,7 +269,7 @@ class Run:
             if len(prior) == len(repeats):
                 continue
             await self.callbacks.fire("on_task_selected", self.bench, task, self.queue)
-            now = anyio.current_time()
+            now = time.monotonic()
             data = self._agent_data_for(task)
             units = [
                 Unit(task, data, repeat_idx, now)

@@ -12,8 +12,6 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-import anyio
-
 from .. import events
 
 if TYPE_CHECKING:
@@ -54,7 +52,7 @@ class Slot:
 
     async def __aenter__(self) -> Slot:
         c = self._controller
-        started = anyio.current_time()
+        started = time.monotonic()
         events.queueing(
             agent=self.agent,
             dimension=self.dimension,
@@ -74,11 +72,11 @@ class Slot:
                 agent=self.agent,
                 dimension=self.dimension,
                 call_id=self.call_id,
-                wait_s=anyio.current_time() - started,
+                wait_s=time.monotonic() - started,
             )
             raise
         self._acquired_at = time.monotonic()
-        now = anyio.current_time()
+        now = time.monotonic()
         self.wait_s = now - started
         events.acquired(
             agent=self.agent,

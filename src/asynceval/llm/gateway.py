@@ -15,6 +15,7 @@ import functools
 import itertools
 import os
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -273,7 +274,7 @@ class Gateway:
             agent if agent is not None else events.context_value("agent"),
             dimension if dimension is not None else events.context_value("dimension"),
             _call_id(),
-            anyio.current_time(),
+            time.monotonic(),
             current_usage(),
         )
         try:
@@ -310,7 +311,7 @@ class Gateway:
         return result
 
     def _failed(self, call: _Call, exc: ProviderError) -> LLMCallFailed:
-        elapsed = anyio.current_time() - call.started
+        elapsed = time.monotonic() - call.started
         if call.usage is not None:
             call.usage.llm_calls += 1
             call.usage.failed_calls += 1

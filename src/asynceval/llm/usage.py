@@ -7,10 +7,10 @@ passed by hand.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+
+from .._scoped import Scoped
 
 
 @dataclass
@@ -36,15 +36,10 @@ class UsageCounter:
 _current: ContextVar[UsageCounter | None] = ContextVar("asynceval_usage", default=None)
 
 
-@contextmanager
-def track_usage(counter: UsageCounter | None = None) -> Iterator[UsageCounter]:
-    """Count every LLM call made in this context into `counter` (a new one if not given)."""
-    counter = counter if counter is not None else UsageCounter()
-    token = _current.set(counter)
-    try:
-        yield counter
-    finally:
-        _current.reset(token)
+def track_usage(counter: UsageCounter | None = None) -> Scoped[UsageCounter]:
+    """Count every LLM call made in this `with` block into `counter` (a new one if not given),
+    which entering it returns."""
+    return Scoped(_current, counter if counter is not None else UsageCounter())
 
 
 def current_usage() -> UsageCounter | None:
