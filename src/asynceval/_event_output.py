@@ -197,6 +197,12 @@ def bind_context(**values: Any) -> Scoped[dict[str, Any]]:
     return Scoped(_bound, {**_bound.get(), **values})
 
 
+def bound_fields() -> dict[str, Any]:
+    """A copy of the fields bound in the current context (a cluster run binds them again on its
+    workers, so their events carry the run's run_id and the application's own fields)."""
+    return dict(_bound.get())
+
+
 def context_value(key: str) -> Any:
     """The value bound under `key` by `bind_context` in the current context, or None."""
     return _bound.get().get(key)

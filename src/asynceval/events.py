@@ -28,6 +28,7 @@ from ._event_output import (
     write_failures,
 )
 from ._event_output import batching as batching  # asynceval's own: a run, the cluster backend
+from ._event_output import bound_fields as bound_fields
 from ._event_output import ensure_logging as ensure_logging
 from ._event_output import flush as flush
 from ._event_output import forward as forward

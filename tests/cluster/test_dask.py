@@ -86,6 +86,10 @@ async def test_the_limit_holds_across_workers_on_the_wire(
     assert len([e for e in events if e["event"] == "released"]) == 60
     check = check_events(events)
     assert check.max_in_flight <= 5 and check.ok, check
+    # the workers' events and reports carry the caller's run_id, as its own do
+    (header,) = [r for r in read_records(tmp_path / "r.jsonl")[0] if r.get("type") == "header"]
+    assert {e.get("run_id") for e in events} == {header["run_id"]}
+    assert {r["run_id"] for r in reports} == {header["run_id"]}
     # every worker's event is in before the run's last line
     after = events[events.index(finished_event) :]
     assert not [e for e in after if "worker" in e], after

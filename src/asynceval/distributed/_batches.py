@@ -23,6 +23,7 @@ from distributed.client import FutureCancelledError
 from distributed.comm.core import CommClosedError
 from distributed.scheduler import KilledWorker
 
+from .. import events
 from ..engine.report import build_report, error_entry
 from ..engine.status import TaskExecutionStatus
 from ..errors import BackendLost
@@ -143,6 +144,7 @@ def _fail(batch: list[_Waiting], error: BaseException) -> None:
 def _killed_report(unit: Unit, error: KilledWorker, waited: float) -> dict[str, Any]:
     """The report of a repetition whose worker died each time it ran (Dask gave up on it)."""
     return build_report(
+        run_id=events.context_value("run_id"),
         task_id=unit.task.id,
         repeat_idx=unit.repeat_idx,
         status=TaskExecutionStatus.UNKNOWN_EXECUTION_ERROR,

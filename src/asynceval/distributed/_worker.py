@@ -106,8 +106,10 @@ class RunPlugin(WorkerPlugin):
         config: dict[str, Any],
         tasks: int,
         semaphore: str,
+        bound: dict[str, Any] | None = None,
     ) -> None:
         self.caller_pid = os.getpid()
+        self.bound = bound or {}  # the caller's bound event fields (run_id ...), bound here too
         self.run_id = run_id
         self.semaphore = semaphore
         self.bench = bench
@@ -149,6 +151,7 @@ class _WorkerRun:
     def __init__(self, plugin: RunPlugin, semaphore: Semaphore) -> None:
         settings = plugin.settings
         self.run_id = plugin.run_id
+        self.bound = plugin.bound
         self.worker = plugin.worker.address
         loop = asyncio.get_running_loop()
         requests, tokens = settings.llm_requests_per_minute, settings.llm_tokens_per_minute
@@ -205,7 +208,10 @@ class _WorkerRun:
         token = self.runtime.bind()
         run_token = _run_id.set(self.run_id)
         try:
-            with events.bind_context(worker=self.worker), threads_scope(self.threads):
+            with (
+                events.bind_context(**self.bound, worker=self.worker),
+                threads_scope(self.threads),
+            ):
                 return await self.repetitions.run(unit)
         finally:
             _run_id.reset(run_token)

@@ -89,6 +89,7 @@ class Repetitions:
                 attempts=attempts,
             )
         return build_report(
+            run_id=events.context_value("run_id"),  # bound by the run (on a worker: by its plugin)
             task_id=task_id,
             repeat_idx=repeat_idx,
             status=status,

@@ -21,6 +21,7 @@ from ..errors import LLMCallFailed, TaskTimeoutError
 from .status import TaskExecutionStatus, TerminationReason, leaf_errors
 
 REPORT_KEYS = (
+    "run_id",
     "task_id",
     "repeat_idx",
     "status",
@@ -99,6 +100,7 @@ def is_infrastructure_failure(status: str, error: BaseException | None) -> bool:
 
 def build_report(
     *,
+    run_id: str | None,
     task_id: str,
     repeat_idx: int,
     status: TaskExecutionStatus,
@@ -116,6 +118,7 @@ def build_report(
     ended (success and evaluation_failed)."""
     keep_reason = status in (TaskExecutionStatus.SUCCESS, TaskExecutionStatus.EVALUATION_FAILED)
     return {
+        "run_id": run_id,
         "task_id": task_id,
         "repeat_idx": repeat_idx,
         "status": status.value,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import platform
+import secrets
 import tempfile
 import time
 from collections import Counter, deque
@@ -71,6 +72,7 @@ class Run:
     ) -> None:
         self.bench = benchmark
         self.backend = backend
+        self.run_id = new_run_id()
         self._session: Session | None = None
         self._backend_error: BackendLost | None = None
         self._cancel_all = anyio.CancelScope()
@@ -113,7 +115,11 @@ class Run:
             async with runtime.pools.run_scope(), BlockingPortal() as portal:
                 self.repetitions.portal = portal
                 try:
-                    with threads_scope(self.threads), events.batching():
+                    with (
+                        threads_scope(self.threads),
+                        events.batching(),
+                        events.bind_context(run_id=self.run_id),
+                    ):
                         return await self._execute(runtime.limiter)
                 except Exception as exc:  # raised as it is, not in the portal's exception group
                     error = exc
@@ -201,6 +207,7 @@ class Run:
 
     def _header(self, controller: ConcurrencyController) -> dict[str, Any]:
         return {
+            "run_id": self.run_id,
             "asynceval_version": __version__,
             "python": platform.python_version(),
             "started_at": datetime.now(UTC).isoformat(),
@@ -314,6 +321,12 @@ class Run:
         if state.remaining == 0:
             del self._task_states[task.id]
             await self.callbacks.fire("on_task_end", self.bench, task, state.reports)
+
+
+def new_run_id() -> str:
+    """A run's id: its UTC start second and 32 random bits (sortable by time; two runs started
+    in the same second differ with odds of 1 in 4 billion)."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(4)
 
 
 def _temporary_results() -> str:
