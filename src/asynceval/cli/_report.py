@@ -23,7 +23,63 @@ def add_parser(commands: Any) -> None:
     )
     report.add_argument("results", help="a results.jsonl file (or the run directory holding it)")
     report.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_fail_under(report)
     report.set_defaults(handler=report_command)
+
+
+def add_fail_under(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--fail-under",
+        type=rate,
+        metavar="RATE",
+        help="exit with status 1 when the pass rate is below RATE (0.8 or 80%%), or when no "
+        "repetition was scored; infrastructure errors and timeouts are not scored",
+    )
+
+
+def rate(text: str) -> float:
+    """A pass rate from the command line: a fraction (0.8) or a percentage (80%)."""
+    value = text.strip()
+    percent = value.endswith("%")
+    try:
+        number = float(value[:-1] if percent else value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a rate (0.8 or 80%)") from None
+    if percent:
+        number /= 100
+    elif 1 < number <= 100:
+        raise argparse.ArgumentTypeError(f"{text!r} is above 1: for a percentage write {text}%")
+    if not 0 <= number <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not between 0 and 1 (0% and 100%)")
+    return number
+
+
+def fail_under_status(summary: Summary, threshold: float | None, *, quiet: bool = False) -> int:
+    """The exit status `--fail-under` asks for: 1 (and why, on stderr) when the pass rate is below
+    `threshold` or nothing was scored, else 0 (said on stdout unless `quiet`)."""
+    if threshold is None:
+        return 0
+    unscored = (
+        f"not scored: {summary.infrastructure_errors} infrastructure errors, "
+        f"{summary.timeouts} timeouts"
+    )
+    if summary.pass_rate is None:
+        print(
+            f"asynceval: --fail-under {threshold:.1%}: no repetition was scored ({unscored})",
+            file=sys.stderr,
+        )
+        return 1
+    rate_text = f"{summary.passed:g}/{summary.scored} = {summary.pass_rate:.1%}"
+    # Rounded to the shown precision: 4/5 is not "below 80%" because of float noise.
+    if round(summary.pass_rate, 9) < round(threshold, 9):
+        print(
+            f"asynceval: pass rate {rate_text} is below --fail-under {threshold:.1%} ({unscored})",
+            file=sys.stderr,
+        )
+        return 1
+    if not quiet:
+        print(f"pass rate {rate_text} meets --fail-under {threshold:.1%} ({unscored})")
+    return 0
 
 
 def results_file(path_text: str) -> Path:
@@ -53,7 +109,8 @@ def report_command(args: argparse.Namespace) -> int:
         print(json.dumps(summary.as_dict(), indent=2))
     else:
         print_summary(summary, sys.stdout)
-    return 0
+    # With --json, stdout stays one JSON document: the verdict of a pass goes unsaid.
+    return fail_under_status(summary, args.fail_under, quiet=args.json)
 
 
 def _seconds(value: float | None) -> str:

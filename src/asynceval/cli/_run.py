@@ -39,7 +39,7 @@ from ._files import (
     write_error,
 )
 from ._progress import Mode, Progress
-from ._report import load_summary, print_summary
+from ._report import add_fail_under, fail_under_status, load_summary, print_summary
 from ._target import load_benchmark
 
 # option -> the setting it overrides
@@ -77,6 +77,7 @@ def add_parser(commands: Any) -> None:
         "N worker processes (default: the core count); needs asynceval[dask]",
     )
     run.add_argument("--quiet", action="store_true", help="no progress display, no summary")
+    add_fail_under(run)
     run.set_defaults(handler=run_command)
 
 
@@ -110,15 +111,18 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         if progress.stream_error is not None:
             raise progress.stream_error
-        if not args.quiet:
+        status = 0
+        if not args.quiet or args.fail_under is not None:
             summary = load_summary(out / "results.jsonl", time.monotonic() - started)
-            print_summary(summary, sys.stdout)
-            print(f"results: {out / 'results.jsonl'}\nevents:  {out / 'events.jsonl'}")
+            if not args.quiet:
+                print_summary(summary, sys.stdout)
+                print(f"results: {out / 'results.jsonl'}\nevents:  {out / 'events.jsonl'}")
+            status = fail_under_status(summary, args.fail_under, quiet=args.quiet)
             sys.stdout.flush()  # here, where a refusal is one line, not at exit
     except OSError as exc:
         raise CLIError(stdout_failure_line(exc, out)) from None
     _say_abandoned(progress.threads_still_running)
-    return 0
+    return status
 
 
 def _events_stream(out: Path, settings: Settings) -> AppendOnlyFile:

@@ -1,0 +1,83 @@
+"""--fail-under on `asynceval run` and `asynceval report`: exit status 1 below the rate (or with
+nothing scored), 0 at or above it, and the reason on stderr."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .test_cli import ARITHMETIC, asynceval
+
+# examples/arithmetic.py on the embedded simulator: 33 of its 40 questions pass (the rest ask for
+# a rounding the solver does not do), every time.
+PASSED, SCORED = 33, 40
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    cwd = tmp_path_factory.mktemp("fail-under")
+    done = asynceval("run", ARITHMETIC, "--out", "out", "--quiet", cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    return cwd / "out"
+
+
+def test_a_run_below_the_rate_exits_1_and_says_why(tmp_path: Path) -> None:
+    done = asynceval("run", ARITHMETIC, "--out", "out", "--fail-under", "0.9", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert f"pass rate {PASSED}/{SCORED} = 82.5% is below --fail-under 90.0%" in done.stderr
+    assert "0 infrastructure errors, 0 timeouts" in done.stderr
+    assert "asynceval results" in done.stdout  # the summary is still printed
+
+
+def test_a_quiet_run_at_the_rate_exits_0_and_prints_nothing(tmp_path: Path) -> None:
+    done = asynceval(
+        "run", ARITHMETIC, "--out", "out", "--quiet", "--fail-under", "82.5%", cwd=tmp_path
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+@pytest.mark.parametrize(
+    ("rate", "status"), [("0.825", 0), ("80%", 0), ("0", 0), ("0.83", 1), ("100%", 1)]
+)
+def test_report_applies_the_rate_to_a_run_directory(run_dir: Path, rate: str, status: int) -> None:
+    done = asynceval("report", str(run_dir), "--fail-under", rate, cwd=run_dir)
+    assert done.returncode == status, (done.stdout, done.stderr)
+    assert ("is below --fail-under" in done.stderr) == (status == 1)
+
+
+def test_report_json_stays_one_document_whatever_the_verdict(run_dir: Path) -> None:
+    for rate, status in (("0.5", 0), ("0.95", 1)):
+        done = asynceval("report", str(run_dir), "--json", "--fail-under", rate, cwd=run_dir)
+        assert done.returncode == status
+        assert json.loads(done.stdout)["scored"] == SCORED
+
+
+def test_nothing_scored_fails_the_rate(tmp_path: Path) -> None:
+    (tmp_path / "unscored.py").write_text(
+        "from asynceval import Benchmark, Task\n\n"
+        "class Unscored(Benchmark):\n"
+        "    def default_tasks(self):\n"
+        "        return [Task(query='q', id='a')]\n\n"
+        "    def setup_agents(self, agent_data, environment, task, user):\n"
+        "        return [lambda query: 'answer'], {}\n"
+    )
+    done = asynceval("run", "unscored.py", "--quiet", "--fail-under", "0", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "no repetition was scored" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("rate", "message"),
+    [
+        ("80", "'80' is above 1: for a percentage write 80%"),
+        ("abc", "'abc' is not a rate"),
+        ("150%", "not between 0 and 1"),
+        ("-0.1", "not between 0 and 1"),
+    ],
+)
+def test_a_bad_rate_is_a_usage_error(run_dir: Path, rate: str, message: str) -> None:
+    done = asynceval("report", str(run_dir), "--fail-under", rate, cwd=run_dir)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
