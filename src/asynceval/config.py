@@ -51,6 +51,7 @@ class Settings(BaseSettings):
     llm_api_key: SecretStr | None = None
     llm_model: str | None = None
     llm_http_transport: HttpTransport = "aiohttp"
+    llm_cache_dir: str | None = None
     max_parallel_tools: int = 5
     log_level: LogLevel = "INFO"
     log_format: LogFormat = "json"

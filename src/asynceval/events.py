@@ -75,6 +75,8 @@ BATCH_ENTRY_MALFORMED = "batch_entry_malformed"
 BATCH_ENTRIES_MISSING = "batch_entries_missing"
 JUDGE_DIMENSION_FAILED = "judge_dimension_failed"
 STRUCTURED_OUTPUT_FALLBACK = "structured_output_fallback"
+CACHE_HIT = "cache_hit"
+CACHE_STORE_FAILED = "cache_store_failed"
 
 
 def queueing(*, agent: str | None, dimension: str | None, call_id: str, queue_depth: int) -> None:
@@ -100,6 +102,20 @@ def cancelled(*, agent: str | None, dimension: str | None, call_id: str, wait_s:
     """A caller left the line without a slot (cancelled while queued): closes its `queueing`."""
     fields = {"agent": agent, "dimension": dimension, "call_id": call_id}
     _write("info", CANCELLED, {**fields, "wait_s": round(wait_s, 6)})
+
+
+def cache_hit(
+    *, agent: str | None, dimension: str | None, call_id: str, url: str, key: str
+) -> None:
+    """A call answered from the model-call cache: no slot taken, no request sent."""
+    fields = {"agent": agent, "dimension": dimension, "call_id": call_id}
+    _write("info", CACHE_HIT, {**fields, "url": url, "key": key})
+
+
+def cache_store_failed(*, directory: str, error: str) -> None:
+    """An answer could not be kept in the model-call cache (a full or read-only disk): the call
+    itself succeeded."""
+    _write("warning", CACHE_STORE_FAILED, {"directory": directory, "error": error})
 
 
 def limit_changed(

@@ -64,6 +64,7 @@ class Summary:
     timeouts: int = 0
     llm_calls: int = 0
     retries: int = 0
+    cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     duration_p50_s: float | None = None
@@ -141,5 +142,6 @@ def _latest_reports(
 def _add_usage(summary: Summary, usage: Mapping[str, Any]) -> None:
     summary.llm_calls += int(usage.get("llm_calls", 0))
     summary.retries += int(usage.get("retries", 0))
+    summary.cache_hits += int(usage.get("cache_hits", 0))
     summary.prompt_tokens += int(usage.get("prompt_tokens", 0))
     summary.completion_tokens += int(usage.get("completion_tokens", 0))

@@ -76,6 +76,15 @@ def add_parser(commands: Any) -> None:
         help="run the repetitions on a Dask cluster: a scheduler address, or a local cluster of "
         "N worker processes (default: the core count); needs asynceval[dask]",
     )
+    cache = run.add_mutually_exclusive_group()
+    cache.add_argument(
+        "--cache",
+        metavar="DIR",
+        help="answer identical LLM calls from DIR and keep new answers there (LLM_CACHE_DIR)",
+    )
+    cache.add_argument(
+        "--no-cache", action="store_true", help="no model-call cache, whatever LLM_CACHE_DIR says"
+    )
     run.add_argument("--quiet", action="store_true", help="no progress display, no summary")
     add_fail_under(run)
     run.set_defaults(handler=run_command)
@@ -89,6 +98,10 @@ def run_command(args: argparse.Namespace) -> int:
         for option, setting in OVERRIDES.items()
         if getattr(args, option) is not None
     }
+    if args.cache is not None:
+        options["llm_cache_dir"] = _cache_dir(args.cache)
+    elif args.no_cache:
+        options["llm_cache_dir"] = None
     backend = _backend(args.dask)
     runtime = _install_runtime(_settings(options))
     bench = load_benchmark(args.target)
@@ -204,6 +217,18 @@ def _settings(values: Mapping[str, Any]) -> Settings:
         return Settings(**{**values, "log_file": None})
     except ConfigError as exc:
         raise CLIError(str(exc)) from None
+
+
+def _cache_dir(text: str) -> str:
+    """--cache DIR, made if missing; a path that is a file or cannot be made is a mistake."""
+    path = Path(text)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CLIError(
+            f"--cache {text}: cannot be used as a cache folder ({exc.strerror})"
+        ) from None
+    return str(path)
 
 
 def _install_runtime(settings: Settings) -> Runtime:

@@ -152,13 +152,7 @@ class DaskBackend:
                     )
                     stack.push_async_callback(_unregister, client, rate_name, run_id)
                 plugin = RunPlugin(
-                    run_id,
-                    sent,
-                    settings,
-                    config,
-                    max_concurrent_tasks,
-                    semaphore_name,
-                    _plain_fields(events.bound_fields()),
+                    run_id, sent, settings, config, max_concurrent_tasks, semaphore_name
                 )
                 await client.register_plugin(plugin, name=plugin_name(run_id))
                 # Before the semaphore closes: the workers give back their free leases.
@@ -271,15 +265,6 @@ async def _unregister_workers(client: Client, name: str) -> None:
     """The run's worker plugin goes: each worker tears its run state down."""
     with anyio.CancelScope(shield=True), anyio.move_on_after(10), contextlib.suppress(Exception):
         await client.unregister_worker_plugin(name)
-
-
-def _plain_fields(fields: dict[str, Any]) -> dict[str, Any]:
-    """Bound event fields as they can travel to a worker: JSON scalars as they are, the rest as
-    their repr (which is how a line would have shown them anyway)."""
-    return {
-        key: value if value is None or type(value) in (str, int, float, bool) else repr(value)
-        for key, value in fields.items()
-    }
 
 
 async def _unregister(client: Client, name: str, run_id: str) -> None:

@@ -106,10 +106,14 @@ class RunPlugin(WorkerPlugin):
         config: dict[str, Any],
         tasks: int,
         semaphore: str,
-        bound: dict[str, Any] | None = None,
     ) -> None:
         self.caller_pid = os.getpid()
-        self.bound = bound or {}  # the caller's bound event fields (run_id ...), bound here too
+        # The caller's bound event fields (run_id, the application's own), bound on the workers
+        # too: JSON scalars as they are, the rest as the repr a line would have shown.
+        self.bound = {
+            key: value if value is None or type(value) in (str, int, float, bool) else repr(value)
+            for key, value in events.bound_fields().items()
+        }
         self.run_id = run_id
         self.semaphore = semaphore
         self.bench = bench

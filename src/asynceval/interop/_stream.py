@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import anyio
@@ -109,9 +109,14 @@ class LeasedStream(httpx.AsyncByteStream):
             self, _finish_later, self._holder, self._loop, self._usage
         )
         lease.on_reclaim = _weakly(self.close_soon)  # the lease must not keep the stream alive
+        # Given the whole body once the stream was read to its end (the model-call cache).
+        self.on_complete: Callable[[bytes], Awaitable[None]] | None = None
+        self._read: list[bytes] = []
+        self._ended = False  # read to the end of the body
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         chunks = self._response.aiter_bytes()
+        read = self._read if self.on_complete is not None else None
         try:
             while True:
                 self._lease.reading = True
@@ -119,6 +124,7 @@ class LeasedStream(httpx.AsyncByteStream):
                     with anyio.fail_after(self._timeout):
                         chunk = await chunks.__anext__()
                 except StopAsyncIteration:
+                    self._ended = True
                     break
                 except TimeoutError:
                     lease = self._lease
@@ -135,6 +141,8 @@ class LeasedStream(httpx.AsyncByteStream):
                 finally:
                     self._lease.reading = False
                 self._usage.feed(chunk)
+                if read is not None:
+                    read.append(chunk)
                 yield chunk
         finally:
             self._holder.finish(self._usage)  # at once: the slot is free before any await
@@ -144,6 +152,9 @@ class LeasedStream(httpx.AsyncByteStream):
         self._holder.finish(self._usage)
         with anyio.CancelScope(shield=True):
             await self._response.aclose()
+        complete, self.on_complete = self.on_complete, None  # once
+        if complete is not None and (self._ended or _finished(self._read)):
+            await complete(b"".join(self._read))
 
     def close_soon(self) -> None:
         """Close without blocking or awaiting, from any thread (a dropped sync stream finalized
@@ -160,6 +171,14 @@ class LeasedStream(httpx.AsyncByteStream):
 
 
 _closing: set[asyncio.Task[None]] = set()  # responses being closed on their loops
+
+
+def _finished(chunks: list[bytes]) -> bool:
+    """Whether server-sent events end with their dialect's last event (OpenAI's `data: [DONE]`,
+    Anthropic's `message_stop`): an SDK stops reading there and closes the response, so the
+    body's own end may never be read."""
+    tail = b"".join(chunks[-4:])[-512:]
+    return b"data: [DONE]" in tail or b"event: message_stop" in tail
 
 
 class SyncStream(httpx.SyncByteStream):

@@ -15,6 +15,7 @@ the next chunk.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -28,14 +29,15 @@ from ..errors import (
     LLMCallFailed,
 )
 from ..limits import ConcurrencyController, RateLimiter, RetryPolicy
+from ..llm._cached import CacheUse
 from ..llm._held import Held, adopted, current_scope
 from ..llm._http import check_response, estimated_tokens, provider_error, request_errors
 from ..llm.gateway import UNSET, Gateway, Lease
 from ..llm.model import SIM_BASE_URL
 from ..llm.types import Usage
-from ..runtime import EndpointKey, Runtime, create_client, from_thread
+from ..runtime import CachedAnswer, EndpointKey, Runtime, create_client, from_thread
 from ._stream import LeasedStream, SyncStream, plain_headers
-from ._usage import usage_from_json
+from ._usage import StreamUsage, usage_from_json
 
 _SIM_ORIGIN = SIM_BASE_URL.removesuffix("/v1")
 
@@ -95,6 +97,29 @@ class FunnelTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         runtime = self.runtime or Runtime.current()
         await request.aread()  # the body, kept for every attempt
+        use = None
+        if runtime.cache is not None and request.method == "POST":  # LLM calls, not listings
+            use = CacheUse(
+                runtime.cache, "POST", str(request.url), request.content, request.headers.items()
+            )
+            answer = await use.lookup()
+            if answer is not None:
+                use.hit(_answer_usage(answer), agent=self.agent)
+                return httpx.Response(
+                    answer.status_code,
+                    headers=dict(answer.headers),
+                    content=answer.content,
+                    request=request,
+                )
+        response = await self._funnel(runtime, request)
+        if use is not None and response.status_code < 300:
+            if isinstance(response.stream, LeasedStream):  # kept once it is read to its end
+                response.stream.on_complete = functools.partial(_store, use, response)
+            else:
+                await _store(use, response, response.content)
+        return response
+
+    async def _funnel(self, runtime: Runtime, request: httpx.Request) -> httpx.Response:
         origin = f"{request.url.scheme}://{request.url.netloc.decode('ascii')}"
         key = self._key(runtime, origin)
         gateway = self._gateway(runtime, origin)
@@ -191,6 +216,20 @@ async def _send(
     if "json" in response.headers.get("content-type", ""):
         check_response(answer)  # a 2xx whose JSON is broken is malformed: retried
     return answer
+
+
+async def _store(use: CacheUse, response: httpx.Response, content: bytes) -> None:
+    content_type = response.headers.get("content-type", "application/octet-stream")
+    await use.store(CachedAnswer(response.status_code, content_type, content))
+
+
+def _answer_usage(answer: CachedAnswer) -> Usage | None:
+    """The tokens a stored answer reports: a JSON body's usage, or a stream's last report."""
+    if "text/event-stream" in answer.content_type:
+        scanner = StreamUsage()
+        scanner.feed(answer.content)
+        return scanner.usage()
+    return usage_from_json(answer.content)
 
 
 def _body_usage(response: httpx.Response) -> Usage | None:

@@ -22,9 +22,17 @@ from pydantic import BaseModel, SecretStr
 
 from .. import events
 from ..config import HttpTransport, Settings
-from ..errors import ConfigError
+from ..errors import ConfigError, ProviderError
 from ..limits import ConcurrencyController, RateLimiter, RetryPolicy
-from ..runtime import EndpointKey, Runtime, create_client, from_thread, transport_of
+from ..runtime import (
+    CachedAnswer,
+    EndpointKey,
+    Runtime,
+    create_client,
+    from_thread,
+    transport_of,
+)
+from ._cached import CacheUse
 from ._http import Reply, check_response, estimated_tokens, parse_or_malformed, request_errors
 from .gateway import UNSET, Gateway, Lease
 from .types import Completion, Messages, as_messages
@@ -227,9 +235,43 @@ class ChatModel(ABC):
             response_format = response_format_for(response_format)
         body = self._body(as_messages(messages), response_format, params)
         content = json.dumps(body).encode()
-        estimated = estimated_tokens(content, body)
         runtime = self.runtime or Runtime.current()
+        if runtime.cache is None:
+            return await self._funnel(runtime, content, body, response_format, agent, dimension)
+        use = CacheUse(runtime.cache, "POST", self._url, content, self._headers_sent.items())
+        cached = await self._cached(use, response_format)
+        if cached is not None:
+            use.hit(cached.usage, agent=agent, dimension=dimension)
+            return cached
+        answered: list[Reply] = []  # the reply decoded, to be kept
+        completion = await self._funnel(
+            runtime, content, body, response_format, agent, dimension, answered
+        )
+        reply = answered[-1]
+        content_type = reply.headers.get("content-type", "application/json")
+        await use.store(CachedAnswer(reply.status_code, content_type, reply.content))
+        return completion
+
+    async def _funnel(
+        self,
+        runtime: Runtime,
+        content: bytes,
+        body: Mapping[str, Any],
+        response_format: Mapping[str, Any] | None,
+        agent: str | None,
+        dimension: str | None,
+        answered: list[Reply] | None = None,
+    ) -> Completion:
+        """The request through the gateway; the reply that decoded is appended to `answered`."""
+        estimated = estimated_tokens(content, body)
         gateway = self._gateway(runtime)
+
+        def decoded(reply: Reply) -> Completion:
+            completion = self._decode(reply, response_format)
+            if answered is not None:
+                answered.append(reply)
+            return completion
+
         if self.base_url == SIM_BASE_URL:
             # The embedded simulator is served in process, without HTTP emulation: same codec,
             # same funnel, same simulated provider (its counters see every request).
@@ -237,7 +279,7 @@ class ChatModel(ABC):
             path = self._sim_path
 
             async def simulated(lease: Lease) -> Completion:
-                return self._decode(await sim.respond(path, content), response_format)
+                return decoded(await sim.respond(path, content))
 
             return await gateway.call(
                 simulated, agent=agent, dimension=dimension, estimated_tokens=estimated
@@ -250,15 +292,27 @@ class ChatModel(ABC):
 
             async def attempt(lease: Lease) -> Completion:
                 if transport is None:
-                    return self._decode(await _post(client, self._url, content), response_format)
-                reply = await _send(transport, self._url, headers, content)
-                return self._decode(reply, response_format)
+                    return decoded(await _post(client, self._url, content))
+                return decoded(await _send(transport, self._url, headers, content))
 
             return await gateway.call(
                 attempt, agent=agent, dimension=dimension, estimated_tokens=estimated
             )
         finally:
             pool.leave()
+
+    async def _cached(
+        self, use: CacheUse, response_format: Mapping[str, Any] | None
+    ) -> Completion | None:
+        """The completion of a stored answer; None on a miss, or for an entry this model cannot
+        decode (then the call is made, and its answer replaces the entry)."""
+        answer = await use.lookup()
+        if answer is None:
+            return None
+        try:
+            return self._decode(answer, response_format)
+        except ProviderError:
+            return None
 
     def _decode(self, response: Reply, response_format: Mapping[str, Any] | None) -> Completion:
         data = check_response(response)

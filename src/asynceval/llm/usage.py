@@ -15,13 +15,15 @@ from .._scoped import Scoped
 
 @dataclass
 class UsageCounter:
-    """Calls, retries and tokens counted in one context."""
+    """Calls, retries and tokens counted in one context. `cache_hits`: the calls (counted in
+    `llm_calls`, their tokens too) answered from the model-call cache, without a request."""
 
     llm_calls: int = 0
     failed_calls: int = 0
     retries: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cache_hits: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return {
@@ -30,6 +32,7 @@ class UsageCounter:
             "retries": self.retries,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
+            "cache_hits": self.cache_hits,
         }
 
 

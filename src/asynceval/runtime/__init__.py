@@ -6,9 +6,12 @@ from ._bridge import Bridge, bridge_scope, current_bridge, from_thread
 from ._pools import EndpointKey, create_client, transport_of
 from ._runtime import Runtime
 from ._runtime import _reset_default as _reset_default
+from .cache import CachedAnswer, CallCache
 
 __all__ = [
     "Bridge",
+    "CachedAnswer",
+    "CallCache",
     "EndpointKey",
     "Runtime",
     "Writer",

@@ -23,6 +23,7 @@ from .._writer import Writer, writer
 from ..config import Settings
 from ..limits import ConcurrencyController, RateLimiter, RetryPolicy
 from ._pools import Pools
+from .cache import CallCache
 
 if TYPE_CHECKING:
     from ..sim import SimProvider
@@ -67,6 +68,8 @@ class Runtime:
         self.writer: Writer = writer()  # files are process-wide: one writer thread for all
         self._sim: SimProvider | None = None
         self._sim_lock = threading.Lock()
+        # Answers of identical calls from disk (LLM_CACHE_DIR), for every model and transport.
+        self.cache = CallCache(self.settings.llm_cache_dir) if self.settings.llm_cache_dir else None
 
     @classmethod
     def current(cls) -> Runtime:

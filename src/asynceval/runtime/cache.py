@@ -1,0 +1,120 @@
+"""CallCache: successful LLM answers on disk, keyed by what the funnel sends.
+
+The key is a SHA-256 of the request as sent: method, full URL (so two base URLs never share an
+entry), the body's bytes, and the few headers that change what a provider answers
+(`anthropic-version`, `anthropic-beta`, `openai-beta`). Never the API key: authorization headers
+are not part of the key and nothing of the request but its URL is stored.
+
+An entry is one file, `DIR/ab/abcdef...` (the key's first two hex digits name its folder): a
+JSON line (format version, method, URL, status, content type, when stored) then the body's
+bytes as received. Written to a temporary file in the same folder and renamed over the entry,
+so a reader never sees half an entry and concurrent writers (threads, processes, machines on one
+shared folder) of one key leave one whole entry (the last). An entry that cannot be read or
+does not match the request (damaged, another format, a hash collision) is a miss.
+
+File access runs in a worker thread (`anyio.to_thread`): the event loop never waits on the disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import anyio.to_thread
+
+FORMAT = 1
+KEY_HEADERS = ("anthropic-version", "anthropic-beta", "openai-beta")
+"""Request headers that are part of the key: they change what the provider answers."""
+
+
+class CachedAnswer(NamedTuple):
+    """A stored answer: status, content type and body, as the provider sent them."""
+
+    status_code: int
+    content_type: str
+    content: bytes
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        return {"content-type": self.content_type}
+
+
+class CallCache:
+    """Answers of successful calls stored under `directory` (created on the first store)."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+
+    def __repr__(self) -> str:
+        return f"CallCache({str(self.directory)!r})"
+
+    @staticmethod
+    def key(method: str, url: str, body: bytes, headers: Iterable[tuple[str, str]] = ()) -> str:
+        """The entry name of a request (hex SHA-256); `headers` may hold any headers: only
+        `KEY_HEADERS` count, whatever their case."""
+        kept = sorted(
+            (name.lower(), value) for name, value in headers if name.lower() in KEY_HEADERS
+        )
+        head = json.dumps([FORMAT, method.upper(), url, kept], separators=(",", ":"))
+        digest = hashlib.sha256(head.encode("utf-8"))
+        digest.update(b"\n")
+        digest.update(body)
+        return digest.hexdigest()
+
+    def path(self, key: str) -> Path:
+        return self.directory / key[:2] / key
+
+    async def load(self, key: str, method: str, url: str) -> CachedAnswer | None:
+        """The answer stored for `key` if there is a readable one for this method and URL."""
+        return await anyio.to_thread.run_sync(self._load, key, method, url)
+
+    async def store(self, key: str, method: str, url: str, answer: CachedAnswer) -> None:
+        """Store `answer` for `key` (replacing any entry); raises OSError if the disk refuses."""
+        await anyio.to_thread.run_sync(self._store, key, method, url, answer)
+
+    def _load(self, key: str, method: str, url: str) -> CachedAnswer | None:
+        try:
+            with open(self.path(key), "rb") as file:
+                head = json.loads(file.readline())
+                content = file.read()
+        except (OSError, ValueError):
+            return None  # none stored, or damaged: a miss (a later store replaces it)
+        if not (
+            isinstance(head, dict)
+            and head.get("format") == FORMAT
+            and head.get("method") == method.upper()
+            and head.get("url") == url
+            and isinstance(head.get("status"), int)
+            and isinstance(head.get("content_type"), str)
+        ):
+            return None
+        return CachedAnswer(head["status"], head["content_type"], content)
+
+    def _store(self, key: str, method: str, url: str, answer: CachedAnswer) -> None:
+        folder = self.path(key).parent
+        folder.mkdir(parents=True, exist_ok=True)
+        head: dict[str, Any] = {
+            "format": FORMAT,
+            "method": method.upper(),
+            "url": url,
+            "status": answer.status_code,
+            "content_type": answer.content_type,
+            "stored_at": round(time.time(), 3),
+        }
+        descriptor, temporary = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=folder)
+        try:
+            with os.fdopen(descriptor, "wb") as file:
+                file.write(json.dumps(head).encode("utf-8") + b"\n")
+                file.write(answer.content)
+            os.replace(temporary, self.path(key))
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise

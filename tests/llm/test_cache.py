@@ -1,0 +1,197 @@
+"""The model-call cache: an identical second run sends nothing (the provider's own counters say
+so), reports the hits in usage and events and gives the same results; our models and the interop
+transports alike (streams too); entries never mix between base URLs, never hold the key, stay
+whole with concurrent writers; a refusing disk never fails a call."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from asynceval import Benchmark, OpenAIChatModel, Runtime, Settings, Task
+from asynceval.interop import openai_client
+from asynceval.runtime import CachedAnswer, CallCache
+
+from ..conftest import EventLog
+
+SECRET = "sk-test-cachekey-0123456789abcdef"
+
+
+def served(base_url: str) -> int:
+    """The provider's own count of requests it answered."""
+    stats = httpx.get(base_url.removesuffix("/v1") + "/stats", timeout=5).json()
+    return int(stats["requests"])
+
+
+class Sums(Benchmark):
+    def __init__(self, base_url: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.base_url = base_url
+
+    async def setup_agents(self, agent_data: Any, environment: Any, task: Task, user: Any) -> Any:
+        model = OpenAIChatModel("sim", base_url=self.base_url, api_key=SECRET)
+
+        async def solver(query: Any) -> str:
+            return (await model.generate(query, agent="solver")).text
+
+        return [solver], {}
+
+    async def setup_evaluators(self, environment: Any, task: Task, agents: Any, user: Any) -> Any:
+        def exact(task: Task, answer: Any, traces: Any) -> dict[str, Any]:
+            return {"passed": str(answer).strip() == task.evaluation_data["expected"]}
+
+        return [exact]
+
+
+def sums(n: int) -> list[Task]:
+    return [
+        Task(query=f"What is {i} + 3?", id=f"s{i}", evaluation_data={"expected": str(i + 3)})
+        for i in range(n)
+    ]
+
+
+def comparable(report: dict[str, Any]) -> dict[str, Any]:
+    """What must be the same in a cached run: everything but ids, timings, traces and hits."""
+    usage = {k: v for k, v in report["usage"].items() if k != "cache_hits"}
+    return {
+        "task_id": report["task_id"],
+        "status": report["status"],
+        "eval": report["eval"],
+        "usage": usage,
+    }
+
+
+async def test_a_second_identical_run_sends_nothing_and_says_so(
+    sim_server: Callable[..., str], tmp_path: Path, event_log: EventLog
+) -> None:
+    base_url = sim_server("--latency", "0.01")
+    settings = Settings(llm_cache_dir=str(tmp_path / "cache"), max_concurrent_llm_calls=4)
+    async with Runtime(settings):
+        first = await Sums(base_url).run(sums(12))
+        assert served(base_url) == 12
+        acquired_before = len(event_log.named("acquired"))
+        second = await Sums(base_url).run(sums(12))
+    assert served(base_url) == 12  # not one more request
+    assert len(event_log.named("acquired")) == acquired_before  # no slot taken either
+    hits = event_log.named("cache_hit")
+    assert len(hits) == 12 and {h["agent"] for h in hits} == {"solver"}
+    assert {h["run_id"] for h in hits} == {second[0]["run_id"]}
+    assert [r["usage"]["cache_hits"] for r in first] == [0] * 12
+    assert [r["usage"]["cache_hits"] for r in second] == [1] * 12
+    assert sorted(map(comparable, second), key=str) == sorted(map(comparable, first), key=str)
+    assert all(r["eval"] == [{"passed": True}] for r in second)
+
+
+async def test_entries_never_mix_between_base_urls_nor_hold_the_key(
+    sim_server: Callable[..., str], tmp_path: Path
+) -> None:
+    base_url = sim_server()
+    same_server_other_name = base_url.replace("127.0.0.1", "localhost")
+    cache = tmp_path / "cache"
+    async with Runtime(Settings(llm_cache_dir=str(cache))):
+        await Sums(base_url).run(sums(3))
+        await Sums(same_server_other_name).run(sums(3))
+        assert served(base_url) == 6  # another base URL: nothing answered from the first's
+        await Sums(same_server_other_name).run(sums(3))
+        assert served(base_url) == 6
+    entries = [p for p in cache.rglob("*") if p.is_file()]
+    assert len(entries) == 6
+    for entry in entries:
+        assert SECRET.encode() not in entry.read_bytes()
+        assert b"authorization" not in entry.read_bytes().lower()
+
+
+async def test_failed_calls_are_not_kept(sim_server: Callable[..., str], tmp_path: Path) -> None:
+    base_url = sim_server("--fault", "400=1.0")
+    cache = tmp_path / "cache"
+    async with Runtime(Settings(llm_cache_dir=str(cache))):
+        reports = await Sums(base_url).run(sums(2))
+    assert {r["status"] for r in reports} != {"success"}
+    assert not cache.exists() or not [p for p in cache.rglob("*") if p.is_file()]
+
+
+async def test_sdk_calls_through_the_funnel_are_cached_streams_too(
+    sim_server: Callable[..., str], tmp_path: Path, event_log: EventLog
+) -> None:
+    base_url = sim_server("--stream-chunk-delay", "0.02")  # a stream's chunks one by one
+    async with Runtime(Settings(llm_cache_dir=str(tmp_path / "cache"), llm_base_url=base_url)):
+        client = openai_client(agent="sdk")
+        message = [{"role": "user", "content": "What is 20 + 22?"}]
+        plain = await client.chat.completions.create(model="sim", messages=message)
+        again = await client.chat.completions.create(model="sim", messages=message)
+        assert served(base_url) == 1
+        assert again.choices[0].message.content == plain.choices[0].message.content
+
+        async def streamed(read_all: bool) -> str:
+            stream = await client.chat.completions.create(
+                model="sim", messages=message, stream=True
+            )
+            text = ""
+            async for chunk in stream:
+                text += chunk.choices[0].delta.content or "" if chunk.choices else ""
+                if not read_all:
+                    break
+            await stream.close()
+            return text
+
+        await streamed(read_all=False)  # closed before its end: not kept
+        assert served(base_url) == 2
+        whole = await streamed(read_all=True)
+        assert served(base_url) == 3
+        assert await streamed(read_all=True) == whole == plain.choices[0].message.content
+        assert served(base_url) == 3
+    assert [h["agent"] for h in event_log.named("cache_hit")] == ["sdk", "sdk"]
+
+
+def test_concurrent_writers_leave_one_whole_entry_and_damage_is_a_miss(tmp_path: Path) -> None:
+    cache = CallCache(tmp_path)
+    key = cache.key("POST", "http://h/v1/x", b"{}")
+    bodies = [bytes([65 + i]) * 200_000 for i in range(8)]
+
+    def write(body: bytes) -> None:
+        for _ in range(5):
+            cache._store(key, "POST", "http://h/v1/x", CachedAnswer(200, "application/json", body))
+
+    threads = [threading.Thread(target=write, args=(body,)) for body in bodies]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    answer = cache._load(key, "POST", "http://h/v1/x")
+    assert answer is not None and answer.content in bodies  # one writer's whole body
+    assert [p.name for p in cache.path(key).parent.iterdir()] == [key]  # no temporary left
+    assert cache._load(key, "POST", "http://other/v1/x") is None  # the URL is checked too
+    cache.path(key).write_bytes(b'{"format": 1, "method": "PO')  # cut short
+    assert cache._load(key, "POST", "http://h/v1/x") is None
+
+
+@pytest.mark.parametrize(
+    ("headers", "same"),
+    [
+        ({"authorization": "Bearer other", "user-agent": "x/2"}, True),
+        ({"anthropic-version": "2023-06-01"}, False),
+    ],
+)
+def test_the_key_ignores_credentials_but_not_api_versions(
+    headers: dict[str, str], same: bool
+) -> None:
+    base = CallCache.key("POST", "http://h/v1/x", b"{}", [("authorization", "Bearer k")])
+    assert (CallCache.key("POST", "http://h/v1/x", b"{}", headers.items()) == base) is same
+
+
+async def test_a_disk_that_refuses_never_fails_the_call(
+    sim_server: Callable[..., str], tmp_path: Path, event_log: EventLog
+) -> None:
+    base_url = sim_server()
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("in the way")
+    async with Runtime(Settings(llm_cache_dir=str(not_a_folder))):
+        reports = await Sums(base_url).run(sums(2))
+    assert {r["status"] for r in reports} == {"success"}
+    failures = event_log.named("cache_store_failed")
+    assert len(failures) == 2 and failures[0]["level"] == "WARNING"
