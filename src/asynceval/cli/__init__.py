@@ -1,7 +1,8 @@
 """The `asynceval` command line.
 
     asynceval run TARGET [--tasks FILE] [--out DIR | --resume DIR] [...]
-    asynceval report RESULTS.jsonl [--json]
+    asynceval report RESULTS.jsonl [--json] [--fail-under RATE]
+    asynceval compare RUN_A RUN_B [--json]
     asynceval logs check EVENTS.jsonl [--limit N] [--json]
     asynceval sim serve [--port 8000] [--latency 0.05] [--fault 503=0.1] ...
 
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..config import UnknownSettingWarning
+from ._compare import add_parser as add_compare_parser
 from ._errors import CLIError, handle_warnings, one_line
 from ._logs import add_parser as add_logs_parser
 from ._report import add_parser as add_report_parser
@@ -32,6 +34,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_run_parser(commands)
     add_report_parser(commands)
+    add_compare_parser(commands)
     add_logs_parser(commands)
     add_sim_parser(commands)
     return parser

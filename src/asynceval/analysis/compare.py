@@ -1,0 +1,311 @@
+"""Two runs of one benchmark side by side: which is better, by how much, and on which repetitions.
+
+Repetitions are paired by (task_id, repeat_idx); in each run the last report of a pair counts (a
+resumed run's re-run replaces the earlier one), as in `summarize`. A pair is *scored* in a run when
+`report_score` gives it a score (infrastructure failures and timeouts are not scored). The paired
+statistics use the pairs scored in both runs:
+
+- difference = mean(s_B) − mean(s_A) over those n pairs, s the score in [0, 1];
+- its 95% interval is a paired percentile bootstrap: 10,000 resamples of the n per-pair
+  differences d_i = s_B,i − s_A,i with replacement, from `random.Random(0)` (so the output is the
+  same on every call), the interval running from the 250th to the 9,750th of the sorted resample
+  means. A resample is drawn as multinomial counts over the distinct values of d (three for
+  pass/fail scores), which costs the same for 100 pairs as for 100,000. Only when d takes more
+  than `MAX_DISTINCT` values over more than `MAX_PER_PAIR` pairs (fractional scores on a large
+  run), where a resample costs too much, is it the normal interval mean(d) ± 1.96·sd(d)/√n
+  (sd with n − 1), which with that many pairs is what the bootstrap converges to;
+- McNemar's test on pass/fail, a pair passing in a run when its score is exactly 1.0: with
+  b = pairs passed in A and not in B ("regressed") and c = the reverse ("improved"), m = b + c and
+  X ~ Binomial(m, 1/2), the exact two-sided p = min(1, 2·P(X ≤ min(b, c))) and the mid-p
+  = min(1, 2·P(X ≤ min(b, c)) − P(X = min(b, c))). With no discordant pair both are 1.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from os import PathLike
+from typing import Any
+
+from ..engine.results import read_records
+from .summary import Z_95, Summary, report_score, summarize
+
+RESAMPLES = 10_000
+SEED = 0
+MAX_DISTINCT = 64  # distinct differences: a resample costs one binomial draw per value
+MAX_PER_PAIR = 300  # pairs: a resample costs one draw per pair
+EXACT_TRIALS = 1000  # McNemar's binomial sums in integers up to this many discordant pairs
+
+PairId = tuple[Any, Any]  # (task_id, repeat_idx), as the results file has them
+
+
+@dataclass
+class Comparison:
+    """Run B measured against run A (see the module docstring for the statistics).
+
+    Lists of pairs are sorted by task_id then repeat_idx. `as_dict()` is the JSON form, with keys:
+    label_a, label_b (what the runs are called: their paths from `compare_files`); a, b (each run's
+    own `Summary.as_dict()`: pass_rate, pass_rate_ci95, scored, ...); n_pairs (pairs scored in both
+    runs); mean_a, mean_b, difference (B − A) and difference_ci95 ([low, high]), all None without
+    pairs; interval_method ("paired bootstrap", "normal approximation" or None); resamples and
+    seed of the bootstrap; both_passed, both_failed (pair counts); regressed, improved (the
+    flipped pairs); mcnemar_p, mcnemar_mid_p (None without pairs); only_in_a, only_in_b (pairs
+    present in one run's file only); scored_in_a_only, scored_in_b_only, scored_in_neither (pairs
+    present in both whose score is missing in B, in A, in both). Each pair is an object
+    {"task_id": ..., "repeat_idx": ...}.
+    """
+
+    a: Summary
+    b: Summary
+    label_a: str = "A"
+    label_b: str = "B"
+    n_pairs: int = 0
+    mean_a: float | None = None
+    mean_b: float | None = None
+    difference: float | None = None
+    difference_ci95: tuple[float, float] | None = None
+    interval_method: str | None = None
+    both_passed: int = 0
+    both_failed: int = 0
+    regressed: list[PairId] = field(default_factory=list)
+    improved: list[PairId] = field(default_factory=list)
+    mcnemar_p: float | None = None
+    mcnemar_mid_p: float | None = None
+    only_in_a: list[PairId] = field(default_factory=list)
+    only_in_b: list[PairId] = field(default_factory=list)
+    scored_in_a_only: list[PairId] = field(default_factory=list)
+    scored_in_b_only: list[PairId] = field(default_factory=list)
+    scored_in_neither: list[PairId] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        def pairs(ids: list[PairId]) -> list[dict[str, Any]]:
+            return [{"task_id": task_id, "repeat_idx": repeat} for task_id, repeat in ids]
+
+        ci = self.difference_ci95
+        return {
+            "label_a": self.label_a,
+            "label_b": self.label_b,
+            "a": self.a.as_dict(),
+            "b": self.b.as_dict(),
+            "n_pairs": self.n_pairs,
+            "mean_a": self.mean_a,
+            "mean_b": self.mean_b,
+            "difference": self.difference,
+            "difference_ci95": None if ci is None else list(ci),
+            "interval_method": self.interval_method,
+            "resamples": RESAMPLES,
+            "seed": SEED,
+            "both_passed": self.both_passed,
+            "both_failed": self.both_failed,
+            "regressed": pairs(self.regressed),
+            "improved": pairs(self.improved),
+            "mcnemar_p": self.mcnemar_p,
+            "mcnemar_mid_p": self.mcnemar_mid_p,
+            "only_in_a": pairs(self.only_in_a),
+            "only_in_b": pairs(self.only_in_b),
+            "scored_in_a_only": pairs(self.scored_in_a_only),
+            "scored_in_b_only": pairs(self.scored_in_b_only),
+            "scored_in_neither": pairs(self.scored_in_neither),
+        }
+
+
+def compare_files(path_a: str | PathLike[str], path_b: str | PathLike[str]) -> Comparison:
+    """`compare_runs` of two results files, labelled by their paths; damaged lines (a line cut
+    short by a kill) are skipped and counted in each side's `damaged_lines`. Raises OSError when
+    a file cannot be read; an empty file compares as a run without reports."""
+    records_a, damaged_a = read_records(path_a)
+    records_b, damaged_b = read_records(path_b)
+    comparison = compare_runs(records_a, records_b, label_a=str(path_a), label_b=str(path_b))
+    comparison.a.damaged_lines = damaged_a
+    comparison.b.damaged_lines = damaged_b
+    return comparison
+
+
+def compare_runs(
+    records_a: Iterable[Mapping[str, Any]],
+    records_b: Iterable[Mapping[str, Any]],
+    *,
+    label_a: str = "A",
+    label_b: str = "B",
+) -> Comparison:
+    """Run B's records (header lines and reports of a results file) against run A's."""
+    records_a, records_b = list(records_a), list(records_b)
+    latest_a, latest_b = latest_reports(records_a), latest_reports(records_b)
+    comparison = Comparison(
+        a=summarize(records_a), b=summarize(records_b), label_a=label_a, label_b=label_b
+    )
+    comparison.only_in_a = sorted(latest_a.keys() - latest_b.keys(), key=pair_order)
+    comparison.only_in_b = sorted(latest_b.keys() - latest_a.keys(), key=pair_order)
+    scores: list[tuple[float, float]] = []
+    for pair in sorted(latest_a.keys() & latest_b.keys(), key=pair_order):
+        score_a, score_b = report_score(latest_a[pair]), report_score(latest_b[pair])
+        if score_a is None or score_b is None:
+            if score_a is not None:
+                comparison.scored_in_a_only.append(pair)
+            elif score_b is not None:
+                comparison.scored_in_b_only.append(pair)
+            else:
+                comparison.scored_in_neither.append(pair)
+            continue
+        scores.append((score_a, score_b))
+        passed_a, passed_b = score_a == 1.0, score_b == 1.0
+        if passed_a and not passed_b:
+            comparison.regressed.append(pair)
+        elif passed_b and not passed_a:
+            comparison.improved.append(pair)
+        else:
+            comparison.both_passed += passed_a
+            comparison.both_failed += not passed_a
+    _paired_statistics(comparison, scores)
+    return comparison
+
+
+def _paired_statistics(comparison: Comparison, scores: Sequence[tuple[float, float]]) -> None:
+    """The means, difference, interval and McNemar p-values of the pairs scored in both runs."""
+    n = comparison.n_pairs = len(scores)
+    if not n:
+        return
+    comparison.mean_a = math.fsum(a for a, _ in scores) / n
+    comparison.mean_b = math.fsum(b for _, b in scores) / n
+    comparison.difference = comparison.mean_b - comparison.mean_a
+    comparison.difference_ci95, comparison.interval_method = difference_interval(
+        [b - a for a, b in scores]
+    )
+    comparison.mcnemar_p, comparison.mcnemar_mid_p = mcnemar(
+        len(comparison.regressed), len(comparison.improved)
+    )
+
+
+def latest_reports(records: Iterable[Mapping[str, Any]]) -> dict[PairId, Mapping[str, Any]]:
+    """The last report of each (task_id, repeat_idx) of a results file's records (headers
+    skipped): a resumed run's re-run of a pair replaces the earlier report, as in `summarize`."""
+    latest: dict[PairId, Mapping[str, Any]] = {}
+    for record in records:
+        if record.get("type") != "header":
+            latest[(record.get("task_id"), record.get("repeat_idx"))] = record
+    return latest
+
+
+def pair_order(pair: PairId) -> tuple[str, int, str]:
+    """A sort key for pairs that never compares unlike types (ids are what the file holds)."""
+    task_id, repeat = pair
+    number = repeat if isinstance(repeat, int) and not isinstance(repeat, bool) else -1
+    return (str(task_id), number, str(repeat))
+
+
+def mcnemar(regressed: int, improved: int) -> tuple[float, float]:
+    """(exact two-sided p, mid-p) of McNemar's test for `regressed` and `improved` discordant
+    pairs (see the module docstring); both 1.0 when there are none."""
+    m, k = regressed + improved, min(regressed, improved)
+    cdf, point = binomial_half_cdf(m, k)
+    return min(1.0, 2 * cdf), min(1.0, 2 * cdf - point)
+
+
+def binomial_half_cdf(m: int, k: int) -> tuple[float, float]:
+    """(P(X ≤ k), P(X = k)) for X ~ Binomial(m, 1/2) and k ≤ m / 2: exact integer sums up to
+    `EXACT_TRIALS` trials, beyond in log space from P(X = k) downwards so that a million trials
+    neither overflow nor lose the tail."""
+    if m <= EXACT_TRIALS:
+        return sum(math.comb(m, i) for i in range(k + 1)) / 2**m, math.comb(m, k) / 2**m
+    log_point = math.lgamma(m + 1) - math.lgamma(k + 1) - math.lgamma(m - k + 1) - m * math.log(2)
+    total = term = 1.0  # relative to P(X = k)
+    for i in range(k, 0, -1):
+        term *= i / (m - i + 1)  # P(X = i - 1) / P(X = i)
+        total += term
+        if term < 1e-17 * total:  # the terms only shrink from here on
+            break
+    point = math.exp(log_point)
+    return min(1.0, point * total), point
+
+
+def difference_interval(diffs: Sequence[float]) -> tuple[tuple[float, float], str]:
+    """The 95% interval of the mean of `diffs` (one per pair, at least one) and how it was made:
+    a paired bootstrap, or the normal approximation when resampling would cost too much."""
+    counts = Counter(diffs)
+    n = len(diffs)
+    if len(counts) > MAX_DISTINCT and n > MAX_PER_PAIR:
+        mean = math.fsum(diffs) / n
+        sd = math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (n - 1))
+        half = Z_95 * sd / math.sqrt(n)
+        return (mean - half, mean + half), "normal approximation"
+    means = sorted(bootstrap_means(diffs, counts))
+    low = means[math.ceil(0.025 * RESAMPLES) - 1]
+    high = means[math.ceil(0.975 * RESAMPLES) - 1]
+    return (low, high), "paired bootstrap"
+
+
+def bootstrap_means(diffs: Sequence[float], counts: Mapping[float, int]) -> list[float]:
+    """`RESAMPLES` means of `diffs` resampled with replacement, from a `Random(SEED)`: by
+    multinomial counts over the distinct values when they are few, else pair by pair."""
+    rng = random.Random(SEED)
+    n = len(diffs)
+    if len(counts) > MAX_DISTINCT:
+        return [math.fsum(rng.choices(diffs, k=n)) / n for _ in range(RESAMPLES)]
+    values = sorted(counts)  # a fixed order, so the draws do not depend on the records' order
+    means = []
+    for _ in range(RESAMPLES):
+        left, weight_left, total = n, n, 0.0
+        for value in values[:-1]:
+            drawn = binomial(rng, left, counts[value] / weight_left)
+            total += drawn * value
+            left -= drawn
+            weight_left -= counts[value]
+            if not left:
+                break
+        total += left * values[-1]
+        means.append(total / n)
+    return means
+
+
+def binomial(rng: random.Random, n: int, p: float) -> int:
+    """A Binomial(n, p) draw in about constant time (Python 3.11 has no `binomialvariate`, and
+    using 3.12's where there is one would make the interval differ between Pythons): Devroye's
+    geometric method when n·p < 10, else Hörmann's BTRS transformed rejection."""
+    if p <= 0.0 or n <= 0:
+        return 0
+    if p >= 1.0:
+        return n
+    if p > 0.5:
+        return n - binomial(rng, n, 1.0 - p)
+    if n * p < 10.0:
+        drawn = position = 0
+        log_q = math.log(1.0 - p)
+        while True:  # the gaps between successes are geometric
+            position += math.floor(math.log(1.0 - rng.random()) / log_q) + 1
+            if position > n:
+                return drawn
+            drawn += 1
+    return _btrs(rng, n, p)
+
+
+def _btrs(rng: random.Random, n: int, p: float) -> int:
+    """Hörmann (1993), "The generation of binomial random variates", algorithm BTRS, for
+    n·p ≥ 10 and p ≤ 1/2."""
+    spq = math.sqrt(n * p * (1.0 - p))
+    b = 1.15 + 2.53 * spq
+    a = -0.0873 + 0.0248 * b + 0.01 * p
+    c = n * p + 0.5
+    v_r = 0.92 - 4.2 / b
+    alpha = (2.83 + 5.1 / b) * spq
+    log_odds = math.log(p / (1.0 - p))
+    mode = math.floor((n + 1) * p)
+    h = math.lgamma(mode + 1) + math.lgamma(n - mode + 1)
+    while True:
+        u = rng.random() - 0.5
+        v = rng.random()
+        us = 0.5 - abs(u)
+        k = math.floor((2.0 * a / us + b) * u + c) if us > 0 else -1
+        if k < 0 or k > n:
+            continue
+        if us >= 0.07 and v <= v_r:
+            return k  # the squeeze: accepted without a log
+        v *= alpha / (a / (us * us) + b)
+        if (
+            v > 0
+            and math.log(v)
+            <= h - math.lgamma(k + 1) - math.lgamma(n - k + 1) + (k - mode) * log_odds
+        ):
+            return k

@@ -1,0 +1,143 @@
+"""`asynceval compare RUN_A RUN_B`: run B against run A, pair by pair, as a table or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..analysis.compare import Comparison, PairId, compare_runs
+from ..analysis.summary import Summary
+from ..engine import read_records
+from ._errors import CLIError
+from ._report import results_file
+
+SHOWN = 20  # pairs listed per kind in the table view; --json lists them all
+
+
+def add_parser(commands: Any) -> None:
+    compare = commands.add_parser(
+        "compare",
+        help="compare two runs pair by pair",
+        description=(
+            "Compare run B with run A, repetitions paired by (task_id, repeat_idx): each run's "
+            "pass rate, the paired difference B - A with a 95% interval (paired bootstrap) and "
+            "McNemar's test, the repetitions that flipped, and those present in one run only."
+        ),
+    )
+    compare.add_argument("run_a", help="run A: a run directory or its results.jsonl")
+    compare.add_argument("run_b", help="run B: a run directory or its results.jsonl")
+    compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    compare.set_defaults(handler=compare_command)
+
+
+def load_records(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """(records, damaged lines) of a results file; a file that cannot be read or holds nothing
+    is a CLIError naming it."""
+    try:
+        records, damaged = read_records(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CLIError(f"{path}: cannot be read ({exc})") from exc
+    if not records:
+        raise CLIError(f"{path}: holds no results")
+    return records, damaged
+
+
+def compare_command(args: argparse.Namespace) -> int:
+    path_a, path_b = results_file(args.run_a), results_file(args.run_b)
+    records_a, damaged_a = load_records(path_a)
+    records_b, damaged_b = load_records(path_b)
+    comparison = compare_runs(records_a, records_b, label_a=str(path_a), label_b=str(path_b))
+    comparison.a.damaged_lines, comparison.b.damaged_lines = damaged_a, damaged_b
+    if args.json:
+        print(json.dumps(comparison.as_dict(), indent=2))
+    else:
+        print_comparison(comparison, sys.stdout)
+    return 0
+
+
+def _pass_rate(summary: Summary) -> str:
+    if summary.pass_rate is None or summary.pass_rate_ci95 is None:
+        return f"no scored repetitions of {summary.repetitions}"
+    low, high = summary.pass_rate_ci95
+    return (
+        f"{summary.passed:g}/{summary.scored} = {summary.pass_rate:.1%} "
+        f"(95% CI {low:.1%}-{high:.1%}), {summary.repetitions} repetitions"
+    )
+
+
+def _points(value: float) -> str:
+    """A difference of rates in percentage points, with its sign."""
+    return f"{value * 100:+.1f} pp"
+
+
+def _paired(comparison: Comparison) -> list[tuple[str, str]]:
+    if not comparison.n_pairs:
+        return [("paired", "no repetition is scored in both runs")]
+    assert comparison.mean_a is not None and comparison.mean_b is not None
+    assert comparison.difference is not None and comparison.difference_ci95 is not None
+    low, high = comparison.difference_ci95
+    return [
+        ("pairs scored in both", str(comparison.n_pairs)),
+        ("mean score A / B", f"{comparison.mean_a:.1%} / {comparison.mean_b:.1%}"),
+        (
+            "difference B - A",
+            f"{_points(comparison.difference)} "
+            f"(95% CI {_points(low)} to {_points(high)}, {comparison.interval_method})",
+        ),
+        ("improved / regressed", f"{len(comparison.improved)} / {len(comparison.regressed)}"),
+        (
+            "McNemar p",
+            f"exact {comparison.mcnemar_p:.3g}, mid-p {comparison.mcnemar_mid_p:.3g}",
+        ),
+    ]
+
+
+def _pair_lists(comparison: Comparison) -> list[tuple[str, list[PairId]]]:
+    return [
+        ("regressed (passed in A, not in B)", comparison.regressed),
+        ("improved (passed in B, not in A)", comparison.improved),
+        ("only in A", comparison.only_in_a),
+        ("only in B", comparison.only_in_b),
+        ("scored in A only", comparison.scored_in_a_only),
+        ("scored in B only", comparison.scored_in_b_only),
+        ("scored in neither", comparison.scored_in_neither),
+    ]
+
+
+def shown(pairs: list[PairId], limit: int = SHOWN) -> str:
+    """The first `limit` pairs as `task_id[repeat_idx]`, then how many more there are."""
+    text = ", ".join(f"{task_id}[{repeat}]" for task_id, repeat in pairs[:limit])
+    return text + (f" ... and {len(pairs) - limit} more" if len(pairs) > limit else "")
+
+
+def print_comparison(comparison: Comparison, stream: TextIO) -> None:
+    """The comparison table, then the pairs of each non-empty kind (plain text when the stream is
+    not a terminal)."""
+    console = Console(file=stream)
+    table = Table(title="asynceval compare", show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    rows = [
+        ("A", comparison.label_a),
+        ("B", comparison.label_b),
+        ("pass rate A", _pass_rate(comparison.a)),
+        ("pass rate B", _pass_rate(comparison.b)),
+        *_paired(comparison),
+    ]
+    rows += [(name, str(len(pairs))) for name, pairs in _pair_lists(comparison)[2:]]
+    for side, summary in (("A", comparison.a), ("B", comparison.b)):
+        if summary.damaged_lines:
+            rows.append((f"damaged lines in {side}", f"{summary.damaged_lines} (skipped)"))
+    for name, value in rows:
+        table.add_row(name, Text(value))  # Text: ids and paths are not rich markup
+    console.print(table)
+    for name, pairs in _pair_lists(comparison):
+        if pairs:
+            console.print(Text(f"{name}: {shown(pairs)}"), soft_wrap=True)
