@@ -153,6 +153,7 @@ def test_the_bare_import_leaves_heavy_optional_modules_out() -> None:
     line), not structlog (the console format's renderer), not Dask, not any framework."""
     heavy = ("aiohttp", "httpx", "httpx_aiohttp", "structlog", "rich", "click", "pygments")
     heavy += ("distributed", "dask", "openai", "smolagents", "pydantic_ai", "langchain_openai")
+    heavy += ("datasets", "pyarrow", "pandas")
     assert loaded_by("import asynceval\n", heavy) == []
 
 

@@ -26,6 +26,7 @@ from .._writer import AppendOnlyFile
 from ..config import Settings
 from ..engine import Benchmark, Task, load_tasks
 from ..engine.backend import Backend
+from ..engine.datasets import parse_field_options
 from ..errors import BackendLost, ConfigError, TaskSpecError
 from ..runtime import Runtime, _reset_default
 from ._errors import CLIError, describe
@@ -60,7 +61,22 @@ def add_parser(commands: Any) -> None:
         "Benchmark class, instance or zero-argument factory.",
     )
     run.add_argument("target", help="path/file.py[:NAME] or module:NAME")
-    run.add_argument("--tasks", metavar="FILE.jsonl", help="tasks, one JSON object per line")
+    run.add_argument(
+        "--tasks",
+        metavar="SOURCE",
+        help="tasks: FILE.jsonl, .json, .csv or .tsv, a saved Hugging Face dataset DIR[@SPLIT], "
+        "or hf:NAME[:CONFIG][@SPLIT] (needs asynceval[hf])",
+    )
+    run.add_argument("--query-field", metavar="COLUMN", help="the column holding each query")
+    run.add_argument("--id-field", metavar="COLUMN", help="the column holding each task's id")
+    run.add_argument(
+        "--field",
+        action="append",
+        default=[],
+        metavar="FIELD=COLUMN[,COLUMN]",
+        help="put these columns in a task field (evaluation_data, environment_data, user_data, "
+        "metadata); repeatable; other columns go to metadata",
+    )
     where = run.add_mutually_exclusive_group()
     where.add_argument("--out", metavar="DIR", help="where to write (default results/NAME-TIME)")
     where.add_argument("--resume", metavar="DIR", help="continue the run whose files are in DIR")
@@ -326,9 +342,12 @@ def _holds_something(path: Path) -> bool:
 
 
 def _tasks(args: argparse.Namespace, bench: Benchmark) -> Iterable[Task | Mapping[str, Any]]:
+    if args.tasks is None and (args.query_field or args.id_field or args.field):
+        raise CLIError("--query-field, --id-field and --field map the columns of --tasks SOURCE")
     if args.tasks is not None:
         try:
-            return load_tasks(args.tasks)
+            mapping = parse_field_options(args.query_field, args.id_field, args.field)
+            return load_tasks(args.tasks, **mapping)
         except FileNotFoundError:
             raise CLIError(f"--tasks {args.tasks}: no such file") from None
         except TaskSpecError as exc:
@@ -341,7 +360,7 @@ def _tasks(args: argparse.Namespace, bench: Benchmark) -> Iterable[Task | Mappin
         raise CLIError(f"{args.target}: default_tasks() failed: {describe(exc)}") from None
     if tasks is None:
         raise CLIError(
-            f"{args.target}: the benchmark has no tasks of its own; pass --tasks FILE.jsonl "
+            f"{args.target}: the benchmark has no tasks of its own; pass --tasks SOURCE "
             "(or define default_tasks() on it)"
         )
     return tasks

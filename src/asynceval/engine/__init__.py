@@ -4,13 +4,14 @@ from .adaptive import AdaptiveQueue
 from .benchmark import Benchmark, Evaluator
 from .callbacks import BenchmarkCallback
 from .context import TaskContext, current_context
+from .datasets import iter_tasks, load_tasks
 from .queues import PriorityQueue, SequentialQueue, TaskQueue
 from .registry import ComponentRegistry
 from .report import REPORT_KEYS
 from .results import read_records, successful_pairs
 from .run_reports import RunReports
 from .status import TaskExecutionStatus, TerminationReason
-from .task import Task, TaskProtocol, TimeoutAction, iter_tasks, load_tasks
+from .task import Task, TaskProtocol, TimeoutAction
 
 __all__ = [
     "REPORT_KEYS",

@@ -1,8 +1,7 @@
 """Tasks: what to evaluate (`Task`) and how the engine runs it (`TaskProtocol`).
 
-Tasks come as `Task` objects, as dicts of Task fields (`Task.from_dict`), or from a JSONL file, one
-task per line (`load_tasks` reads and checks the whole file, `iter_tasks` reads lazily). A bad
-dict or line raises `TaskSpecError` naming the line and the field.
+Tasks come as `Task` objects or as dicts of Task fields (`Task.from_dict`); a bad dict raises
+`TaskSpecError` naming the field. Files and datasets of tasks are read by `datasets.load_tasks`.
 """
 
 from __future__ import annotations
@@ -10,11 +9,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from os import PathLike
 from typing import Any
 
 from ..errors import TaskSpecError
@@ -169,51 +166,3 @@ def _known(cls: type, data: Mapping[str, Any], prefix: str) -> dict[str, Any]:
             f"{prefix}{unknown[0]}: unknown field (known: {', '.join(sorted(names))})"
         )
     return dict(data)
-
-
-def iter_tasks(path: str | PathLike[str]) -> Iterator[Task]:
-    """Tasks from a JSONL file, read lazily one line at a time; blank lines are skipped.
-
-    A malformed line raises `TaskSpecError("FILE:LINE: field: problem")` when it is reached; so
-    does a line that is not UTF-8 text (a binary file). A directory is a TaskSpecError too.
-    """
-    if os.path.isdir(path):
-        raise TaskSpecError(f"{path}: a directory, not a task file (one JSON object per line)")
-    with open(path, "rb") as file:
-        for number, raw in enumerate(file, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise TaskSpecError(
-                    f"{path}:{number}: not UTF-8 text (a task file holds one JSON object per line)"
-                ) from None
-            if not line.strip():
-                continue
-            yield _task_of_line(path, number, line)
-
-
-def _task_of_line(path: str | PathLike[str], number: int, line: str) -> Task:
-    try:
-        data = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise TaskSpecError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
-    try:
-        return Task.from_dict(data)
-    except (TaskSpecError, TypeError) as exc:
-        raise TaskSpecError(f"{path}:{number}: {exc}") from None
-
-
-def load_tasks(path: str | PathLike[str]) -> list[Task]:
-    """All tasks of a JSONL file, checked before any is returned (ids must be unique; a file
-    with no task at all is a mistake too)."""
-    tasks = list(iter_tasks(path))
-    if not tasks:
-        raise TaskSpecError(f"{path}: no tasks in the file (one JSON object per line)")
-    seen: dict[str, int] = {}
-    for index, task in enumerate(tasks):
-        if task.id in seen:
-            raise TaskSpecError(
-                duplicate_message(task.id, f"{path}: tasks {seen[task.id] + 1} and {index + 1}")
-            )
-        seen[task.id] = index
-    return tasks
