@@ -122,6 +122,16 @@ class Settings(BaseSettings):
             )
         return value
 
+    @field_validator("llm_cache_dir")
+    @classmethod
+    def _a_folder(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        path = os.path.expanduser(value)
+        if os.path.exists(path) and not os.path.isdir(path):
+            raise ValueError(f"LLM_CACHE_DIR must be a folder, got {value!r} (a file)")
+        return os.path.abspath(path)  # the same folder after a chdir, and for a cluster's workers
+
     @model_validator(mode="after")
     def _max_delay_not_below_initial(self) -> Settings:
         if self.retry_max_delay < self.retry_initial_delay:

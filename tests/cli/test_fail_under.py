@@ -26,7 +26,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_run_below_the_rate_exits_1_and_says_why(tmp_path: Path) -> None:
     done = asynceval("run", ARITHMETIC, "--out", "out", "--fail-under", "0.9", cwd=tmp_path)
     assert done.returncode == 1, done.stderr
-    assert f"pass rate {PASSED}/{SCORED} = 82.5% is below --fail-under 90.0%" in done.stderr
+    assert f"pass rate {PASSED}/{SCORED} = 82.5% is below --fail-under 90%" in done.stderr
     assert "0 infrastructure errors, 0 timeouts" in done.stderr
     assert "asynceval results" in done.stdout  # the summary is still printed
 
@@ -81,3 +81,42 @@ def test_a_bad_rate_is_a_usage_error(run_dir: Path, rate: str, message: str) -> 
     done = asynceval("report", str(run_dir), "--fail-under", rate, cwd=run_dir)
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+CRASHY = """
+from asynceval import Benchmark, Task
+from asynceval.errors import AgentError
+
+
+class Crashy(Benchmark):
+    def default_tasks(self):
+        return [Task(query=str(i), id=f"t{i}") for i in range(10)]
+
+    def setup_agents(self, agent_data, environment, task, user):
+        def agent(query):
+            if query == "0":
+                return "fine"
+            if query in ("1", "2"):
+                raise RuntimeError("an error nobody owns")  # unknown_execution_error
+            raise AgentError("the agent gave up")
+
+        return [agent], {}
+
+    def setup_evaluators(self, environment, task, agents, user):
+        return [lambda task, answer, traces: {"passed": True}]
+"""
+
+
+def test_agent_errors_count_as_failures_and_the_rest_is_said(tmp_path: Path) -> None:
+    """1 pass, 7 agent errors, 2 infrastructure errors: 1/8, not the summary's 1/1."""
+    (tmp_path / "crashy.py").write_text(CRASHY)
+    done = asynceval("run", "crashy.py", "--quiet", "--fail-under", "50%", cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        "asynceval: pass rate 1/8 = 12.5% (7 agent or user errors counted as failures) is below "
+        "--fail-under 50% (not scored: 2 infrastructure errors, 0 timeouts)"
+    )
+    (run_dir,) = (tmp_path / "results").iterdir()
+    done = asynceval("report", str(run_dir), "--fail-under", "0.1", cwd=tmp_path)
+    assert done.returncode == 0
+    assert "pass rate 1/8 = 12.5% (7 agent or user errors counted as failures) meets" in done.stdout

@@ -18,7 +18,7 @@ import httpx
 import pytest
 from distributed import Client, LocalCluster
 
-from asynceval import Benchmark, BenchmarkCallback, OpenAIChatModel, Settings, Task
+from asynceval import Benchmark, BenchmarkCallback, OpenAIChatModel, Settings, Task, events
 from asynceval.analysis import check_events
 from asynceval.distributed import DaskBackend
 from asynceval.engine import read_records
@@ -96,11 +96,16 @@ async def test_the_limit_holds_across_workers_on_the_wire(
 
 
 async def test_a_repetition_that_raises_on_a_worker_is_a_report(
-    cluster: LocalCluster, sim: str, tmp_path: Path
+    cluster: LocalCluster, sim: str, tmp_path: Path, event_log: EventLog
 ) -> None:
     bench = Sums(sim, fail_on=frozenset({"t1"}), settings=Settings(max_concurrent_llm_calls=5))
     tasks = [Task(query=f"What is {i} + 2?", id=f"t{i}") for i in range(4)]
-    reports = await bench.run(tasks, backend=DaskBackend(cluster.scheduler_address))
+    # the application's bound fields reach the workers' events; its own `worker` gives way
+    with events.bind_context(experiment="e1", worker="the application's"):
+        reports = await bench.run(tasks, backend=DaskBackend(cluster.scheduler_address))
+    acquired = event_log.named("acquired")
+    assert len(acquired) == 3 and {e["experiment"] for e in acquired} == {"e1"}  # t1 breaks first
+    assert {e["worker"] for e in acquired} <= set(cluster.scheduler_info["workers"])
     by_id = {r["task_id"]: r for r in reports}
     assert by_id["t1"]["status"] != "success"
     assert "agent broke on t1" in by_id["t1"]["error"]["message"]

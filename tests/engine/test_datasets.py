@@ -323,3 +323,17 @@ def test_a_saved_dataset_dict_needs_a_split_when_it_holds_several(tmp_path: Path
     bad.save_to_disk(str(tmp_path / "bad"))
     with pytest.raises(TaskSpecError, match=r"bad: row 1: query: missing \(column 'question' is"):
         load_tasks(tmp_path / "bad", query="question")
+
+
+def test_a_csv_holds_long_values_json_task_fields_and_spaced_headers(tmp_path: Path) -> None:
+    path = tmp_path / "long.csv"
+    long_query = "x" * 300_000  # above the csv module's 128 KiB default field limit
+    path.write_text(
+        "id, query, metadata\nt1," + long_query + ',"{""source"": ""book""}"\n', encoding="utf-8"
+    )
+    (task,) = load_tasks(path)
+    assert task.id == "t1" and task.query == long_query
+    assert task.metadata == {"source": "book"}
+    path.write_text("query,metadata\nq,not json\n")
+    with pytest.raises(TaskSpecError, match=r"long.csv:2: metadata: must hold a JSON object"):
+        load_tasks(path)

@@ -188,10 +188,120 @@ async def test_a_disk_that_refuses_never_fails_the_call(
     sim_server: Callable[..., str], tmp_path: Path, event_log: EventLog
 ) -> None:
     base_url = sim_server()
-    not_a_folder = tmp_path / "file"
-    not_a_folder.write_text("in the way")
-    async with Runtime(Settings(llm_cache_dir=str(not_a_folder))):
-        reports = await Sums(base_url).run(sums(2))
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for prefix in range(256):  # every entry's folder is taken by a file: each store fails
+        (cache / f"{prefix:02x}").write_text("in the way")
+    async with Runtime(Settings(llm_cache_dir=str(cache))) as runtime:
+        reports = await Sums(base_url).run(sums(3))
+        assert runtime.cache is not None and runtime.cache.store_failures == 3
     assert {r["status"] for r in reports} == {"success"}
-    failures = event_log.named("cache_store_failed")
-    assert len(failures) == 2 and failures[0]["level"] == "WARNING"
+    (failure,) = event_log.named("cache_store_failed")  # the first one only
+    assert failure["level"] == "WARNING" and "FileExistsError" in failure["error"]
+
+
+class Samples(Benchmark):
+    """Each repetition draws the same prompt `draws` times (self-consistency)."""
+
+    def __init__(self, base_url: str, draws: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.base_url, self.draws = base_url, draws
+
+    async def setup_agents(self, agent_data: Any, environment: Any, task: Task, user: Any) -> Any:
+        model = OpenAIChatModel("sim", base_url=self.base_url)
+
+        async def sampler(query: Any) -> list[str]:
+            return [(await model.generate(query, temperature=1.0)).text for _ in range(self.draws)]
+
+        return [sampler], {}
+
+
+async def test_repetitions_and_repeated_samples_keep_their_own_answers(
+    sim_server: Callable[..., str], tmp_path: Path
+) -> None:
+    base_url = sim_server()
+    async with Runtime(Settings(llm_cache_dir=str(tmp_path / "cache"))):
+        first = await Samples(base_url, draws=3, n_task_repeats=2).run(sums(2))
+        assert served(base_url) == 2 * 2 * 3  # nothing shared within the first run
+        assert {r["usage"]["cache_hits"] for r in first} == {0}
+        second = await Samples(base_url, draws=3, n_task_repeats=2).run(sums(2))
+        assert served(base_url) == 12
+        assert {r["usage"]["cache_hits"] for r in second} == {3}
+        third = await Samples(base_url, draws=4, n_task_repeats=2).run(sums(2))
+        assert served(base_url) == 12 + 4  # each repetition's fourth draw is new
+        assert {r["usage"]["cache_hits"] for r in third} == {3}
+
+
+async def test_a_stream_cut_short_is_not_kept(
+    sim_server: Callable[..., str], tmp_path: Path
+) -> None:
+    base_url = sim_server("--truncated-rate", "1.0")
+    async with Runtime(Settings(llm_cache_dir=str(tmp_path / "cache"), llm_base_url=base_url)):
+        client = openai_client()
+        for _ in range(2):
+            stream = await client.chat.completions.create(
+                model="sim", messages=[{"role": "user", "content": "What is 1 + 1?"}], stream=True
+            )
+            try:
+                async for _chunk in stream:
+                    pass
+            except Exception:  # the SDK may notice the cut itself
+                pass
+            finally:
+                await stream.close()
+    assert served(base_url) == 2
+
+
+async def test_sync_callers_filling_anyios_thread_pool_still_get_answers(
+    tmp_path: Path,
+) -> None:
+    """More sync callers than anyio's default 40 worker threads, each waiting in a thread for its
+    call: the cache's file access has threads of its own, so nobody waits for a free one."""
+    import anyio
+    import anyio.to_thread
+
+    async with Runtime(Settings(llm_cache_dir=str(tmp_path / "cache"))):
+        model = OpenAIChatModel()
+        texts: list[str] = []
+
+        async def caller(i: int) -> None:
+            completion = await anyio.to_thread.run_sync(model.generate_sync, f"What is {i} + 1?")
+            texts.append(completion.text)
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as group:
+                for i in range(60):
+                    group.start_soon(caller, i)
+    assert sorted(texts, key=int) == [str(i + 1) for i in range(60)]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "headers", "body", "cacheable"),
+    [
+        ("POST", "/v1/chat/completions", {}, b'{"model": "m"}', True),
+        ("POST", "/v1/messages", {}, b'{"model": "m"}', True),
+        ("POST", "/v1/responses", {}, b'{"model": "m", "background": true}', False),
+        ("POST", "/v1/files", {"content-type": "multipart/form-data; boundary=x"}, b"--x", False),
+        ("POST", "/v1/threads/t1/runs", {}, b'{"assistant_id": "a"}', False),
+        ("GET", "/v1/models", {}, b"", False),
+    ],
+)
+def test_only_inference_requests_are_cached(
+    method: str, path: str, headers: dict[str, str], body: bytes, cacheable: bool
+) -> None:
+    from asynceval.interop._transport import _cacheable
+
+    request = httpx.Request(method, "http://h" + path, headers=headers, content=body or None)
+    assert _cacheable(request) is cacheable
+
+
+def test_credentials_in_the_query_string_are_not_part_of_the_key(tmp_path: Path) -> None:
+    from asynceval.llm._cached import CacheUse
+
+    cache = CallCache(tmp_path)
+
+    def key(url: str) -> str:
+        return CacheUse(cache, "POST", url, b"{}").key
+
+    assert key("http://h/v1/x?key=a") == key("http://h/v1/x?key=b") == key("http://h/v1/x")
+    assert key("http://h/v1/x?api-version=1&key=a") != key("http://h/v1/x?api-version=2&key=a")

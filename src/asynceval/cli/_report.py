@@ -54,31 +54,40 @@ def rate(text: str) -> float:
     return number
 
 
+# Left out of the summary's pass rate (no evaluator ran) but failures for the gate: the agent, or
+# the simulated user it talked to, failed the task. Infrastructure errors and timeouts are not
+# the agent's doing: they stay out, and the verdict says how many there were.
+_FAILED_FOR_THE_GATE = ("agent_error", "user_error")
+
+
 def fail_under_status(summary: Summary, threshold: float | None, *, quiet: bool = False) -> int:
     """The exit status `--fail-under` asks for: 1 (and why, on stderr) when the pass rate is below
-    `threshold` or nothing was scored, else 0 (said on stdout unless `quiet`)."""
+    `threshold` or nothing was scored, else 0 (said on stdout unless `quiet`). The rate is the
+    summary's, with agent and user errors counted as failures."""
     if threshold is None:
         return 0
+    failed = sum(summary.statuses.get(status, 0) for status in _FAILED_FOR_THE_GATE)
+    counted = summary.scored + failed
+    others = summary.repetitions - counted - summary.infrastructure_errors - summary.timeouts
     unscored = (
         f"not scored: {summary.infrastructure_errors} infrastructure errors, "
         f"{summary.timeouts} timeouts"
+        + (f", {others} without an evaluator's result" if others else "")
     )
-    if summary.pass_rate is None:
-        print(
-            f"asynceval: --fail-under {threshold:.1%}: no repetition was scored ({unscored})",
-            file=sys.stderr,
-        )
+    wanted = f"--fail-under {threshold * 100:g}%"
+    if not counted:
+        print(f"asynceval: {wanted}: no repetition was scored ({unscored})", file=sys.stderr)
         return 1
-    rate_text = f"{summary.passed:g}/{summary.scored} = {summary.pass_rate:.1%}"
-    # Rounded to the shown precision: 4/5 is not "below 80%" because of float noise.
-    if round(summary.pass_rate, 9) < round(threshold, 9):
-        print(
-            f"asynceval: pass rate {rate_text} is below --fail-under {threshold:.1%} ({unscored})",
-            file=sys.stderr,
-        )
+    rate = summary.passed / counted
+    rate_text = f"pass rate {summary.passed:g}/{counted} = {rate:.1%}"
+    if failed:
+        rate_text += f" ({failed} agent or user errors counted as failures)"
+    # Rounded: 4/5 is not "below 80%" because of float noise.
+    if round(rate, 9) < round(threshold, 9):
+        print(f"asynceval: {rate_text} is below {wanted} ({unscored})", file=sys.stderr)
         return 1
     if not quiet:
-        print(f"pass rate {rate_text} meets --fail-under {threshold:.1%} ({unscored})")
+        print(f"{rate_text} meets {wanted} ({unscored})")
     return 0
 
 

@@ -236,8 +236,11 @@ def _settings(values: Mapping[str, Any]) -> Settings:
 
 
 def _cache_dir(text: str) -> str:
-    """--cache DIR, made if missing; a path that is a file or cannot be made is a mistake."""
-    path = Path(text)
+    """--cache DIR as an absolute path, made if missing; a path that is a file or cannot be made
+    is a mistake, and so is an empty one."""
+    if not text.strip():
+        raise CLIError("--cache needs a folder (--no-cache for none)")
+    path = Path(text).expanduser().resolve()
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -213,7 +213,7 @@ class _WorkerRun:
         run_token = _run_id.set(self.run_id)
         try:
             with (
-                events.bind_context(**self.bound, worker=self.worker),
+                events.bind_context(**{**self.bound, "worker": self.worker}),
                 threads_scope(self.threads),
             ):
                 return await self.repetitions.run(unit)

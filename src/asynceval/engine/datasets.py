@@ -33,6 +33,7 @@ mapped column a CSV or dataset lacks is refused before any row is read, listing 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import importlib
 import json
@@ -47,6 +48,7 @@ from .task import Task, duplicate_message
 
 __all__ = ["DATA_FIELDS", "FieldOptions", "iter_tasks", "load_tasks", "parse_field_options"]
 
+_MOST_CSV_FIELD = 2**31 - 1  # the csv module takes a C long; this fits on every platform
 DATA_FIELDS = ("environment_data", "user_data", "evaluation_data", "metadata")
 _EMPTY = {
     "jsonl": "no tasks in the file (one JSON object per line)",
@@ -201,7 +203,7 @@ class _Columns:
             if field not in values and field in row and field not in used:
                 used.add(field)
                 if row[field] is not None and row[field] != "":
-                    values[field] = row[field]
+                    values[field] = _object_of(row[field], field)
         rest = {key: value for key, value in row.items() if key not in used}
         if rest and "metadata" not in self.fields:
             own = values.get("metadata", {})
@@ -218,6 +220,17 @@ class _Columns:
 
 # a table's mapping when none is given: columns query and id, the rest into metadata
 _TABLE = _Columns("query", None, {})
+
+
+def _object_of(value: Any, field: str) -> Any:
+    """A Task field's column as the object it holds: a table's cells are text, so a CSV's
+    `metadata` column holds its object as JSON."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        raise TaskSpecError(f"{field}: must hold a JSON object, got {value[:80]!r}") from None
 
 
 def _id_of(value: Any, column: str) -> str:
@@ -339,7 +352,11 @@ def _json_rows(path: str, columns: _Columns | None) -> Iterator[Row]:
 def _csv_rows(source: _Source, tsv: bool, columns: _Columns) -> Iterator[Row]:
     """Rows of a CSV/TSV file as dicts, each named by the line it starts on."""
     path = source.name
-    with open(path, "rb") as file:
+    # Long-context rows hold values far above the csv module's 128 KiB default limit.
+    limit = csv.field_size_limit(_MOST_CSV_FIELD)
+    with contextlib.ExitStack() as stack:
+        stack.callback(csv.field_size_limit, limit)
+        file = stack.enter_context(open(path, "rb"))
         reader = csv.reader(_text_lines(path, file), delimiter="\t" if tsv else ",")
         header: list[str] | None = None
         try:
@@ -351,6 +368,7 @@ def _csv_rows(source: _Source, tsv: bool, columns: _Columns) -> Iterator[Row]:
                 if not values:
                     continue  # a blank line
                 if header is None:
+                    values = [value.strip() for value in values]  # "id, query" names query
                     if repeated := sorted({v for v in values if values.count(v) > 1}):
                         raise TaskSpecError(f"{path}:{start}: column {repeated[0]!r} appears twice")
                     header = values

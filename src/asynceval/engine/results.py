@@ -105,7 +105,15 @@ def successful_pairs(path: str | PathLike[str]) -> set[tuple[str, int]]:
     return set(successful_reports(path))
 
 
-_KEPT_ON_RESUME = ("task_id", "repeat_idx", "status", "termination_reason", "eval", "attempts")
+_KEPT_ON_RESUME = (
+    "run_id",
+    "task_id",
+    "repeat_idx",
+    "status",
+    "termination_reason",
+    "eval",
+    "attempts",
+)
 
 
 def successful_reports(path: str | PathLike[str]) -> dict[tuple[str, int], dict[str, Any]]:

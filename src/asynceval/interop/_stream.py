@@ -112,7 +112,6 @@ class LeasedStream(httpx.AsyncByteStream):
         # Given the whole body once the stream was read to its end (the model-call cache).
         self.on_complete: Callable[[bytes], Awaitable[None]] | None = None
         self._read: list[bytes] = []
-        self._ended = False  # read to the end of the body
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         chunks = self._response.aiter_bytes()
@@ -124,7 +123,6 @@ class LeasedStream(httpx.AsyncByteStream):
                     with anyio.fail_after(self._timeout):
                         chunk = await chunks.__anext__()
                 except StopAsyncIteration:
-                    self._ended = True
                     break
                 except TimeoutError:
                     lease = self._lease
@@ -153,8 +151,10 @@ class LeasedStream(httpx.AsyncByteStream):
         with anyio.CancelScope(shield=True):
             await self._response.aclose()
         complete, self.on_complete = self.on_complete, None  # once
-        if complete is not None and (self._ended or _finished(self._read)):
-            await complete(b"".join(self._read))
+        if complete is not None:
+            body = b"".join(self._read)
+            if _finished(body):
+                await complete(body)
 
     def close_soon(self) -> None:
         """Close without blocking or awaiting, from any thread (a dropped sync stream finalized
@@ -173,12 +173,19 @@ class LeasedStream(httpx.AsyncByteStream):
 _closing: set[asyncio.Task[None]] = set()  # responses being closed on their loops
 
 
-def _finished(chunks: list[bytes]) -> bool:
-    """Whether server-sent events end with their dialect's last event (OpenAI's `data: [DONE]`,
-    Anthropic's `message_stop`): an SDK stops reading there and closes the response, so the
-    body's own end may never be read."""
-    tail = b"".join(chunks[-4:])[-512:]
-    return b"data: [DONE]" in tail or b"event: message_stop" in tail
+_LAST_EVENTS = (b"data: [DONE]", b"event: message_stop", b"event: response.completed")
+_ERROR_EVENTS = (b"event: error", b'data: {"error"', b"event: response.failed")
+
+
+def _finished(body: bytes) -> bool:
+    """Whether server-sent events are a whole, good answer: they end with their dialect's last
+    event (chat completions' `data: [DONE]`, Anthropic's `message_stop`, the Responses API's
+    `response.completed`; an SDK stops reading there, so the body's own end proves nothing, and a
+    stream cut short lacks it) and hold no error event."""
+    tail = body[-2048:]
+    return any(last in tail for last in _LAST_EVENTS) and not any(
+        error in body for error in _ERROR_EVENTS
+    )
 
 
 class SyncStream(httpx.SyncByteStream):

@@ -98,7 +98,7 @@ class FunnelTransport(httpx.AsyncBaseTransport):
         runtime = self.runtime or Runtime.current()
         await request.aread()  # the body, kept for every attempt
         use = None
-        if runtime.cache is not None and request.method == "POST":  # LLM calls, not listings
+        if runtime.cache is not None and _cacheable(request):
             use = CacheUse(
                 runtime.cache, "POST", str(request.url), request.content, request.headers.items()
             )
@@ -115,7 +115,7 @@ class FunnelTransport(httpx.AsyncBaseTransport):
         if use is not None and response.status_code < 300:
             if isinstance(response.stream, LeasedStream):  # kept once it is read to its end
                 response.stream.on_complete = functools.partial(_store, use, response)
-            else:
+            elif not _error_body(response):
                 await _store(use, response, response.content)
         return response
 
@@ -216,6 +216,28 @@ async def _send(
     if "json" in response.headers.get("content-type", ""):
         check_response(answer)  # a 2xx whose JSON is broken is malformed: retried
     return answer
+
+
+_INFERENCE = ("/chat/completions", "/completions", "/messages", "/responses", "/embeddings")
+
+
+def _cacheable(request: httpx.Request) -> bool:
+    """Whether an answer to `request` may come from the cache: an inference POST (not a file
+    upload, a batch, a thread or a background response: their side effects must happen)."""
+    if request.method != "POST" or not request.url.path.rstrip("/").endswith(_INFERENCE):
+        return False
+    if "multipart/" in request.headers.get("content-type", ""):
+        return False
+    body = _json_or_none(request.content)
+    return isinstance(body, dict) and not body.get("background")
+
+
+def _error_body(response: httpx.Response) -> bool:
+    """A 2xx whose JSON says it is an error (some gateways answer errors with 200)."""
+    if "json" not in response.headers.get("content-type", ""):
+        return False
+    body = _json_or_none(response.content)
+    return isinstance(body, dict) and "error" in body and body["error"] is not None
 
 
 async def _store(use: CacheUse, response: httpx.Response, content: bytes) -> None:

@@ -1,13 +1,21 @@
 """The model-call cache on the call path: looked up before the funnel, filled after a success.
 
+A request's entry is told apart by the repetition it is made in (task_id, repeat_idx) and by how
+many identical requests that repetition made before it: repetitions and repeated samples (five
+draws of one prompt at temperature 1) each keep their own answer, and a second run of the same
+tasks meets each one again in the same place. Outside a repetition, identical requests share one
+entry. Credentials in the URL's query string (`key=`, `api_key=` ...) are not part of the key.
+
 A hit takes no slot and sends nothing: it counts as an LLM call of the repetition (with the
 tokens the stored answer reports, so a cached run's reports read like the first run's) plus a
 `cache_hits`, and writes a `cache_hit` event instead of queueing/acquired/released. A store that
-the disk refuses is a `cache_store_failed` warning, never the call's failure.
+the disk refuses never fails the call: the first is a `cache_store_failed` warning, the rest are
+counted on the cache (`CallCache.store_failures`).
 """
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Iterable
 
 from .. import events
@@ -15,6 +23,8 @@ from ..runtime import CachedAnswer, CallCache
 from .gateway import _call_id
 from .types import Usage
 from .usage import current_usage
+
+_CREDENTIALS = frozenset({"key", "api_key", "api-key", "apikey", "access_token", "token"})
 
 
 class CacheUse:
@@ -32,10 +42,23 @@ class CacheUse:
     ) -> None:
         self.cache = cache
         self.method = method
-        self.key = cache.key(method, url, body, headers)
-        # Stored and shown without its query string, which may carry a key (?key=...); the
-        # whole URL is in the hash, so entries of different queries still never mix.
-        self.url = url.split("?", 1)[0]
+        base, _, query = url.partition("?")
+        self.url = base  # stored and shown without its query string
+        if query:
+            kept = [
+                (name, value)
+                for name, value in urllib.parse.parse_qsl(query, keep_blank_values=True)
+                if name.lower() not in _CREDENTIALS
+            ]
+            url = f"{base}?{urllib.parse.urlencode(kept)}" if kept else base
+        request = cache.key(method, url, body, headers)
+        occurrence = 0
+        counter = current_usage()
+        if counter is not None:  # a repetition: its n-th request of this kind
+            occurrence = counter.requests_seen.get(request, 0)
+            counter.requests_seen[request] = occurrence + 1
+        scope = (events.context_value("task_id"), events.context_value("repeat_idx"), occurrence)
+        self.key = cache.key(method, url, body, headers, scope)
 
     async def lookup(self) -> CachedAnswer | None:
         return await self.cache.load(self.key, self.method, self.url)
@@ -60,10 +83,12 @@ class CacheUse:
         )
 
     async def store(self, answer: CachedAnswer) -> None:
-        """Keep a successful answer; a refusal of the disk is an event, not an error."""
+        """Keep a successful answer; a refusal of the disk is counted, never raised."""
         try:
             await self.cache.store(self.key, self.method, self.url, answer)
         except OSError as exc:
-            events.cache_store_failed(
-                directory=str(self.cache.directory), error=f"{type(exc).__name__}: {exc}"
-            )
+            self.cache.store_failures += 1
+            if self.cache.store_failures == 1:
+                events.cache_store_failed(
+                    directory=str(self.cache.directory), error=f"{type(exc).__name__}: {exc}"
+                )

@@ -238,7 +238,9 @@ class ChatModel(ABC):
         runtime = self.runtime or Runtime.current()
         if runtime.cache is None:
             return await self._funnel(runtime, content, body, response_format, agent, dimension)
-        use = CacheUse(runtime.cache, "POST", self._url, content, self._headers_sent.items())
+        # Keyed by the body with its keys sorted: the order keyword arguments came in is no news.
+        canonical = json.dumps(body, sort_keys=True).encode()
+        use = CacheUse(runtime.cache, "POST", self._url, canonical, self._headers_sent.items())
         cached = await self._cached(use, response_format)
         if cached is not None:
             use.hit(cached.usage, agent=agent, dimension=dimension)

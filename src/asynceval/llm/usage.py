@@ -8,7 +8,7 @@ passed by hand.
 from __future__ import annotations
 
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .._scoped import Scoped
 
@@ -24,6 +24,8 @@ class UsageCounter:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cache_hits: int = 0
+    # Requests made so far, by cache key: the model-call cache tells the n-th identical one apart.
+    requests_seen: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def as_dict(self) -> dict[str, int]:
         return {

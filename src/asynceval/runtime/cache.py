@@ -12,24 +12,29 @@ so a reader never sees half an entry and concurrent writers (threads, processes,
 shared folder) of one key leave one whole entry (the last). An entry that cannot be read or
 does not match the request (damaged, another format, a hash collision) is a miss.
 
-File access runs in a worker thread (`anyio.to_thread`): the event loop never waits on the disk.
+File access runs on the cache's own few threads, never on the event loop and never on anyio's
+default thread pool (sync code calling `generate_sync` from `anyio.to_thread` may fill that pool
+while waiting for the very answers the cache would give); a caller cancelled while the disk is slow
+leaves at once (the thread finishes alone; a store cleans up after itself).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
 import os
 import tempfile
+import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import anyio.to_thread
-
 FORMAT = 1
+_THREADS = 4  # file reads and renames: a few threads keep up with thousands of calls a second
 KEY_HEADERS = ("anthropic-version", "anthropic-beta", "openai-beta")
 """Request headers that are part of the key: they change what the provider answers."""
 
@@ -50,15 +55,33 @@ class CallCache:
     """Answers of successful calls stored under `directory` (created on the first store)."""
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
-        self.directory = Path(directory)
+        self.directory = Path(directory).expanduser()
+        self.store_failures = 0  # stores the disk refused (the first one is a warning event)
+        self._executor: ThreadPoolExecutor | None = None
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+
+    def _run(self, function: Any, *args: Any) -> asyncio.Future[Any]:
+        with self._lock:
+            if self._executor is None or self._pid != os.getpid():  # a forked child: new threads
+                self._executor = ThreadPoolExecutor(_THREADS, thread_name_prefix="asynceval-cache")
+                self._pid = os.getpid()
+            return asyncio.wrap_future(self._executor.submit(function, *args))
 
     def __repr__(self) -> str:
         return f"CallCache({str(self.directory)!r})"
 
     @staticmethod
-    def key(method: str, url: str, body: bytes, headers: Iterable[tuple[str, str]] = ()) -> str:
+    def key(
+        method: str,
+        url: str,
+        body: bytes,
+        headers: Iterable[tuple[str, str]] = (),
+        scope: Sequence[Any] = (),
+    ) -> str:
         """The entry name of a request (hex SHA-256); `headers` may hold any headers: only
-        `KEY_HEADERS` count, whatever their case."""
+        `KEY_HEADERS` count, whatever their case. `scope` (JSON values) tells apart requests that
+        are the same but must not share an answer (a repetition's, its n-th of the kind)."""
         kept = sorted(
             (name.lower(), value) for name, value in headers if name.lower() in KEY_HEADERS
         )
@@ -66,6 +89,8 @@ class CallCache:
         digest = hashlib.sha256(head.encode("utf-8"))
         digest.update(b"\n")
         digest.update(body)
+        if scope:
+            digest.update(b"\n" + json.dumps(list(scope)).encode("utf-8"))
         return digest.hexdigest()
 
     def path(self, key: str) -> Path:
@@ -73,11 +98,12 @@ class CallCache:
 
     async def load(self, key: str, method: str, url: str) -> CachedAnswer | None:
         """The answer stored for `key` if there is a readable one for this method and URL."""
-        return await anyio.to_thread.run_sync(self._load, key, method, url)
+        result: CachedAnswer | None = await self._run(self._load, key, method, url)
+        return result
 
     async def store(self, key: str, method: str, url: str, answer: CachedAnswer) -> None:
         """Store `answer` for `key` (replacing any entry); raises OSError if the disk refuses."""
-        await anyio.to_thread.run_sync(self._store, key, method, url, answer)
+        await self._run(self._store, key, method, url, answer)
 
     def _load(self, key: str, method: str, url: str) -> CachedAnswer | None:
         try:
@@ -110,6 +136,7 @@ class CallCache:
         }
         descriptor, temporary = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=folder)
         try:
+            os.fchmod(descriptor, 0o644)  # not mkstemp's 0600: a folder shared between users
             with os.fdopen(descriptor, "wb") as file:
                 file.write(json.dumps(head).encode("utf-8") + b"\n")
                 file.write(answer.content)
