@@ -26,7 +26,7 @@ from asynceval.analysis.compare import (
     compare_runs,
     mcnemar,
 )
-from asynceval.cli import _compare
+from asynceval.cli import _compare, _report
 from asynceval.cli._errors import CLIError
 from asynceval.engine import read_records
 
@@ -271,6 +271,6 @@ def test_mistakes_are_one_line_errors_naming_the_path(
     def unreadable(path: Path) -> NoReturn:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(_compare, "read_records", unreadable)
+    monkeypatch.setattr(_report, "read_records", unreadable)
     with pytest.raises(CLIError, match=r"good\.jsonl: cannot be read"):
         compare_command(str(good), str(good))

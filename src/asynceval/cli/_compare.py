@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any, TextIO
 
 from rich.console import Console
@@ -14,9 +13,7 @@ from rich.text import Text
 
 from ..analysis.compare import Comparison, PairId, compare_runs
 from ..analysis.summary import Summary
-from ..engine import read_records
-from ._errors import CLIError
-from ._report import results_file
+from ._report import load_records, results_file
 
 SHOWN = 20  # pairs listed per kind in the table view; --json lists them all
 
@@ -35,18 +32,6 @@ def add_parser(commands: Any) -> None:
     compare.add_argument("run_b", help="run B: a run directory or its results.jsonl")
     compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
     compare.set_defaults(handler=compare_command)
-
-
-def load_records(path: Path) -> tuple[list[dict[str, Any]], int]:
-    """(records, damaged lines) of a results file; a file that cannot be read or holds nothing
-    is a CLIError naming it."""
-    try:
-        records, damaged = read_records(path)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CLIError(f"{path}: cannot be read ({exc})") from exc
-    if not records:
-        raise CLIError(f"{path}: holds no results")
-    return records, damaged
 
 
 def compare_command(args: argparse.Namespace) -> int:

@@ -100,13 +100,20 @@ def results_file(path_text: str) -> Path:
     return path
 
 
-def load_summary(path: Path, wall_s: float | None = None) -> Summary:
+def load_records(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """(records, damaged lines) of a results file; a file that cannot be read or holds nothing
+    is a CLIError naming it."""
     try:
         records, damaged = read_records(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise CLIError(f"{path}: cannot be read ({exc})") from exc
     if not records:
         raise CLIError(f"{path}: holds no results")
+    return records, damaged
+
+
+def load_summary(path: Path, wall_s: float | None = None) -> Summary:
+    records, damaged = load_records(path)
     summary = summarize(records, wall_s=wall_s)
     summary.damaged_lines = damaged  # e.g. a line cut short by a kill
     return summary
