@@ -56,7 +56,7 @@ class Arithmetic(Benchmark):
                     {"role": "user", "content": query},
                 ],
                 agent="solver",
-                dimension=task.metadata["operator"],
+                dimension=task.metadata.get("operator"),  # a CSV of questions may lack it
             )
             return completion.text.strip()
 

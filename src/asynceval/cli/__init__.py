@@ -3,6 +3,7 @@
     asynceval run TARGET [--tasks FILE] [--out DIR | --resume DIR] [...]
     asynceval report RESULTS.jsonl [--json] [--fail-under RATE]
     asynceval compare RUN_A RUN_B [--json]
+    asynceval view RUN_DIR [RUN_DIR ...] [--out FILE.html] [--open]
     asynceval logs check EVENTS.jsonl [--limit N] [--json]
     asynceval sim serve [--port 8000] [--latency 0.05] [--fault 503=0.1] ...
 
@@ -24,6 +25,7 @@ from ._logs import add_parser as add_logs_parser
 from ._report import add_parser as add_report_parser
 from ._run import add_parser as add_run_parser
 from ._sim import add_parser as add_sim_parser
+from ._view import add_parser as add_view_parser
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -35,6 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     add_run_parser(commands)
     add_report_parser(commands)
     add_compare_parser(commands)
+    add_view_parser(commands)
     add_logs_parser(commands)
     add_sim_parser(commands)
     return parser

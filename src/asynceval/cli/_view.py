@@ -1,0 +1,89 @@
+"""`asynceval view RUN_DIR [RUN_DIR ...] [--out FILE.html] [--open]`: one HTML page of the runs.
+
+The page is one self-contained file (no network, no server: it opens from `file://`). Default
+--out: RUN_DIR/view.html for one run (next to what it shows; for a results file of another name,
+FILE.html beside it), ./asynceval-view.html for several (no one run directory owns a
+comparison). Prints the path written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import webbrowser
+from pathlib import Path
+from typing import Any
+
+from ..analysis.view import write_view
+from ._errors import CLIError
+from ._report import results_file
+
+DEFAULT_COMPARISON = "asynceval-view.html"
+
+
+def add_parser(commands: Any) -> None:
+    view = commands.add_parser(
+        "view",
+        help="write one HTML page showing a run, or several side by side",
+        description="Write one self-contained HTML page (works offline from file://) of the "
+        "runs: settings, pass rate with its 95% interval, status counts, every repetition "
+        "(filter, search, sort; a row opens its error, eval and traces), calls in flight "
+        "against the limit, queue waits and retries. With several runs, their comparison "
+        "(each against the first, paired by task and repeat).",
+    )
+    view.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="a run directory holding results.jsonl (and events.jsonl for the charts), or a "
+        "results file (its events: the events.jsonl beside it)",
+    )
+    view.add_argument(
+        "--out",
+        metavar="FILE.html",
+        default=None,
+        help=f"where to write the page (default: RUN_DIR/view.html for one run, "
+        f"./{DEFAULT_COMPARISON} for several)",
+    )
+    view.add_argument(
+        "--open", action="store_true", help="open the page in the default web browser"
+    )
+    view.set_defaults(handler=view_command)
+
+
+def runs(paths: list[str]) -> list[Path]:
+    """Each argument's results file (a run directory's results.jsonl, or the file given); a
+    missing path or a directory without results.jsonl is a CLIError."""
+    found = []
+    for text in paths:
+        if not Path(text).exists():
+            raise CLIError(f"{text}: no such directory")
+        found.append(results_file(text))  # CLIError when there is no results file
+    return found
+
+
+def default_out(results: list[Path]) -> Path:
+    """view.html beside one run's results.jsonl (NAME.html beside another results file), or
+    ./asynceval-view.html for several runs."""
+    if len(results) > 1:
+        return Path(DEFAULT_COMPARISON)
+    (one,) = results
+    return one.parent / "view.html" if one.name == "results.jsonl" else one.with_suffix(".html")
+
+
+def view_command(args: argparse.Namespace) -> int:
+    results = runs(args.runs)
+    out = Path(args.out) if args.out is not None else default_out(results)
+    if out.is_dir():
+        raise CLIError(f"--out {out}: is a directory; give a file name such as {out / 'view.html'}")
+    try:
+        write_view(results, out)
+    except UnicodeDecodeError as exc:
+        raise CLIError(f"cannot read a run: {exc}") from exc
+    except OSError as exc:  # a run that cannot be read, or --out that cannot be written
+        message = f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else exc
+        raise CLIError(str(message)) from exc
+    print(out)
+    if args.open and not webbrowser.open(out.resolve().as_uri()):
+        print(f"asynceval view: no web browser to open; open {out} yourself", file=sys.stderr)
+    return 0
