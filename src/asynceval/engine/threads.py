@@ -20,9 +20,9 @@ import contextvars
 import inspect
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import anyio
 import anyio.to_thread
@@ -197,11 +197,17 @@ def is_async(func: Callable[..., Any]) -> bool:
     return answer
 
 
-async def call_maybe_async(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Await `func(...)` if it is async; otherwise run it in one of the run's worker threads
-    (inline outside a run). An awaitable returned by sync code is awaited too."""
+def call_maybe_async(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Awaitable[Any]:
+    """What to await for `func(...)`: its own coroutine if it is async (no frame of ours between:
+    every suspension of an agent resumes through each frame above it); otherwise a run of it in
+    one of the run's worker threads (inline outside a run). An awaitable returned by sync code is
+    awaited too."""
     if is_async(func):
-        return await func(*args, **kwargs)
+        return cast(Awaitable[Any], func(*args, **kwargs))
+    return _call_sync(func, *args, **kwargs)
+
+
+async def _call_sync(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     runner = _threads.get()
     if runner is None:
         result = func(*args, **kwargs)
