@@ -5,7 +5,9 @@ page itself, rendered by a real browser, is tested in test_view_browser.py."""
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import os
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,12 +15,18 @@ from typing import Any
 
 import pytest
 
-from asynceval.analysis import check_events
+import asynceval.analysis
+from asynceval.analysis import check_events, summarize
+from asynceval.analysis._view_events import read_events_view
 from asynceval.analysis._view_rows import MIN_ROW_CAP, fit_text, read_rows
-from asynceval.analysis.view import build_view, script_json, view_data
+from asynceval.analysis.logcheck import combine, read_events
+from asynceval.analysis.view import SCRIPTS, build_view, script_json, view_data
 from asynceval.cli._errors import CLIError
 from asynceval.cli._view import add_parser
+from asynceval.engine import read_records
+from asynceval.events import NO_LLM_CALLS_ADVICE
 
+VIEW_ASSETS = Path(asynceval.analysis.__file__).parent / "_view"
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 
@@ -86,7 +94,7 @@ def test_events_are_reduced_to_buckets_by_hand(tmp_path: Path) -> None:
     path = run_dir(tmp_path, "r", [HEADER, report("t")], HAND_MADE[:3] + damaged + HAND_MADE[3:])
     data, _ = view_data([path], max_buckets=10)
     events = data["runs"][0]["events"]
-    assert events["present"] and events["damaged_lines"] == 2 and events["events"] == 13
+    assert events["present"] and events["damaged_lines"] == 2 and events["check"]["events"] == 13
     (run,) = events["runs"]
     assert run["buckets"] == 10 and run["bucket_s"] == pytest.approx(0.1)
     assert run["limit"] == 2  # from run_started
@@ -124,7 +132,9 @@ def test_each_run_in_the_log_gets_its_own_chart_and_limit(tmp_path: Path) -> Non
     data, _ = view_data([path], max_buckets=50)
     first, second = data["runs"][0]["events"]["runs"]
     assert first["stats"]["still_in_flight"] == 2 and first["limit"] == 2
-    assert second["limit"] == 7 and second["stats"]["max_in_flight"] == 1
+    # No limit in its run_started: unknown, as logs check says; the header's beside it.
+    assert second["limit"] is None and second["header_limit"] == 7
+    assert second["stats"]["max_in_flight"] == 1
     assert second["stats"]["calls"] == 1 and second["buckets"] <= 50
 
 
@@ -161,7 +171,7 @@ def test_a_large_log_is_never_embedded_raw(tmp_path: Path) -> None:
 def test_no_events_file_means_no_chart(tmp_path: Path) -> None:
     path = run_dir(tmp_path, "r", [HEADER, report("t")], None)
     events = view_data([path])[0]["runs"][0]["events"]
-    assert events == {**events, "present": False, "runs": [], "events": 0}
+    assert events == {**events, "present": False, "runs": [], "check": None}
 
 
 def test_the_table_holds_the_latest_report_of_each_pair(tmp_path: Path) -> None:
@@ -304,7 +314,7 @@ def test_the_command_writes_the_page_where_it_says(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["missing"], "missing: no such directory"),
+        (["missing"], "missing: no such file or directory"),
         (["empty"], "empty: no results file there"),
         (["a", "--out", "a/results.jsonl/view.html"], "a/results.jsonl/view.html: Not a"),
         (["a", "--out", "a"], "--out a: is a directory"),
@@ -319,3 +329,361 @@ def test_a_persons_mistake_is_one_line(
     with pytest.raises(CLIError) as raised:
         view_cli(*args)
     assert str(raised.value).startswith(message) and "\n" not in str(raised.value)
+
+
+# ---------- the limit's verdict is `asynceval logs check`'s ----------
+
+
+def _untimed(event: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in event.items() if k != "timestamp"}
+
+
+def _epoch_stamped(event: dict[str, Any]) -> dict[str, Any]:
+    return {**event, "timestamp": datetime.fromisoformat(event["timestamp"]).timestamp()}
+
+
+LOGS = {
+    # Three acquired without a timestamp and one with: 4 in flight against a limit of 1.
+    "untimed": [
+        ev("run_started", 0.0, max_concurrent_llm_calls=1),
+        *(_untimed(ev("acquired", 0.1, call_id=c)) for c in "abc"),
+        ev("acquired", 0.2, call_id="d", wait_s=0.5),
+        *(ev("released", 0.3 + n / 10, call_id=c, held_s=0.1) for n, c in enumerate("abcd")),
+    ],
+    "epoch": [_epoch_stamped(e) for e in HAND_MADE],
+    "adaptive_above_cap": [
+        ev("run_started", 0.0, max_concurrent_llm_calls=2),
+        ev("acquired", 0.1, call_id="a", wait_s=0.0),
+        ev("limit_changed", 0.2, endpoint="e", limit=3, previous=2, cap=2),
+        ev("released", 0.3, call_id="a", held_s=0.2),
+    ],
+    # A worker on a non-call event makes it a cluster run: replayed in time order.
+    "cluster_by_any_event": [
+        ev("run_started", 0.0, max_concurrent_llm_calls=1),
+        ev("task_started", 0.05, task_id="t", repeat_idx=0, worker="w1"),
+        ev("acquired", 0.1, call_id="a", wait_s=0.0),
+        ev("acquired", 0.3, call_id="b", wait_s=0.1),
+        ev("released", 0.2, call_id="a", held_s=0.1),
+        ev("released", 0.4, call_id="b", held_s=0.1),
+    ],
+    # Waits and holds as logs check counts them: none on record is none, not 0; an unbalanced
+    # release's hold counts; an unresolved 429; bools and text where numbers should be.
+    "odd_waits": [
+        ev("run_started", 0.0, max_concurrent_llm_calls=3),
+        ev("acquired", 0.1, call_id="a"),
+        ev("acquired", 0.2, call_id="b", wait_s=0.25),
+        ev("released", 0.3, call_id="zz", held_s=9.0),
+        ev("retry", 0.35, call_id="b", status_code=429, task_id="t", repeat_idx=0),
+        ev("released", 0.4, call_id="a", held_s="x"),
+        ev("acquired", 0.5, call_id="c", wait_s=True),
+    ],
+    # Resumed three times: the first run broke its limit, the last ran nothing.
+    "resumed": [
+        ev("run_started", 0.0, max_concurrent_llm_calls=2),
+        *(ev("acquired", 0.1 + n / 100, call_id=f"k{n}", wait_s=0.0) for n in range(5)),
+        ev("run_started", 10.0, max_concurrent_llm_calls=2),
+        ev("acquired", 10.1, call_id="x", wait_s=0.01),
+        ev("released", 10.2, call_id="x", held_s=0.1),
+        ev("run_started", 20.0, max_concurrent_llm_calls=2),
+        ev("run_finished", 20.1, counts={}, skipped_as_done=7, duration_s=0.1),
+    ],
+    "hand_made": HAND_MADE,
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOGS))
+def test_the_views_figures_are_logs_checks(tmp_path: Path, name: str) -> None:
+    log = LOGS[name]
+    path = run_dir(tmp_path, name, [HEADER, report("t")], log)
+    events = view_data([path], max_buckets=20)[0]["runs"][0]["events"]
+    expected = check_events(read_events(path / "events.jsonl")).as_dict()
+    shown = {k: expected[k] for k in events["check"] if k != "unresolved_429"}
+    assert events["check"] == {**shown, "unresolved_429": len(expected["unresolved_429"])}
+    replays = read_events_view(path / "events.jsonl", [], 20).replays
+    assert combine(replays).as_dict() == expected  # every figure, each run's and the whole's
+    assert len(events["runs"]) == len(expected["runs"])
+    for run, checked in zip(events["runs"], expected["runs"], strict=True):
+        stats = run["stats"]
+        assert (run["limit"], stats["calls"]) == (checked["limit"], checked["calls"])
+        assert stats["max_in_flight"] == checked["max_in_flight"] == max(run["max_in_flight"])
+        assert stats["limit_held"] == checked["limit_held"]
+
+
+def test_events_without_a_usable_timestamp_stay_in_the_replay(tmp_path: Path) -> None:
+    path = run_dir(tmp_path, "r", [HEADER, report("t")], LOGS["untimed"])
+    events = view_data([path], max_buckets=10)[0]["runs"][0]["events"]
+    (run,) = events["runs"]
+    assert run["stats"]["max_in_flight"] == 4 and not run["stats"]["limit_held"]
+    assert run["stats"]["untimed"] == 3 and not events["check"]["ok"]
+    assert sum(run["acquired"]) == 4 and run["max_in_flight"][:4] == [3, 3, 3, 4]
+    epoch = run_dir(tmp_path, "e", [HEADER, report("t")], LOGS["epoch"])
+    (timed,) = view_data([epoch], max_buckets=10)[0]["runs"][0]["events"]["runs"]
+    assert timed["stats"]["calls"] == 3 and timed["max_in_flight"][2] == 2
+    assert timed["stats"]["untimed"] == 0 and timed["bucket_s"] == pytest.approx(0.1)
+
+
+def test_an_adaptive_limit_above_the_cap_is_a_violation(tmp_path: Path) -> None:
+    path = run_dir(tmp_path, "r", [HEADER, report("t")], LOGS["adaptive_above_cap"])
+    (run,) = view_data([path])[0]["runs"][0]["events"]["runs"]
+    assert run["stats"]["max_in_flight"] == 1 and run["limit"] == 2
+    assert not run["stats"]["limit_held"] and not run["stats"]["adaptive_held"]
+
+
+def test_waits_and_holds_are_logs_checks(tmp_path: Path) -> None:
+    path = run_dir(tmp_path, "r", [HEADER, report("t")], LOGS["odd_waits"])
+    events = view_data([path])[0]["runs"][0]["events"]
+    stats = events["runs"][0]["stats"]
+    # wait_s missing is no wait (not 0); True is 1.0 as logs check reads it.
+    assert (stats["wait_p50_s"], stats["wait_max_s"]) == (0.25, 1.0)
+    assert stats["held_p95_s"] == 9.0 and stats["unresolved_429"] == 1
+    assert sum(events["wait_histogram"]["counts"]) == 2
+
+
+def test_runs_in_the_log_find_their_header_by_run_id(tmp_path: Path) -> None:
+    headers = [{**HEADER, "run_id": "A", "max_concurrent_llm_calls": 3}]
+    headers.append({**HEADER, "run_id": "B", "max_concurrent_llm_calls": 5})
+    log = [ev("run_started", 0.0, run_id="B"), ev("acquired", 0.1, call_id="x", run_id="B")]
+    log += [ev("run_started", 1.0, run_id="A"), ev("acquired", 1.1, call_id="y", run_id="A")]
+    path = run_dir(tmp_path, "r", [headers[0], report("t"), headers[1]], log)
+    first, second = view_data([path])[0]["runs"][0]["events"]["runs"]
+    assert (first["header"], first["header_limit"]) == (1, 5)  # by position: the first, 3
+    assert (second["header"], second["header_limit"]) == (0, 3)
+    old = run_dir(tmp_path, "old", [HEADER, report("t")], [_without_run_id(e) for e in log])
+    by_place = view_data([old])[0]["runs"][0]["events"]["runs"]
+    assert [run["header"] for run in by_place] == [0, None]
+
+
+def _without_run_id(event: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in event.items() if k != "run_id"}
+
+
+def test_a_cluster_run_is_read_again_in_time_order(tmp_path: Path) -> None:
+    path = run_dir(tmp_path, "r", [HEADER, report("t")], LOGS["cluster_by_any_event"])
+    (run,) = view_data([path], max_buckets=4)[0]["runs"][0]["events"]["runs"]
+    assert run["cluster"] and run["stats"]["max_in_flight"] == 1 and run["stats"]["limit_held"]
+    assert sum(run["acquired"]) == 2 and run["stats"]["events"] == 6
+
+
+# ---------- the results side ----------
+
+
+def test_the_summary_from_light_records_is_summarizes(tmp_path: Path) -> None:
+    """What is kept for summarize and compare_runs is small, and gives the same figures."""
+    judge = [{"score": 0.25, "reasoning": "x" * 5000}, {"score": 0.5}, {"score": 7}]
+    records = [
+        HEADER,
+        report("a", passed=False, timing={"duration_s": 1.5, "finished_at": 99.0}),
+        report("b", eval=judge, usage={"llm_calls": 3, "cache_hits": 2, "retries": 1.0}),
+        report("c", status="evaluation_failed", eval=[{"passed": True}]),
+        report("d", status="task_timeout", eval=None, termination_reason=None),
+        {**HEADER, "resumed": True, "started_at_unix": 50},
+        report("a", passed=True, timing={"duration_s": 0.25, "finished_at": 20.0}),
+    ]
+    path = run_dir(tmp_path, "r", records, None)
+    data, _ = view_data([path])
+    full, _ = read_records(path / "results.jsonl")
+    assert data["runs"][0]["summary"] == summarize(full).as_dict()
+    assert data["runs"][0]["summary"]["wall_s"] == 98.0  # to the replaced report's end
+    rows = read_rows(path / "results.jsonl")
+    assert len(rows.records) == 2 + 4  # two headers, the last report of each pair
+    allowed = {"task_id", "repeat_idx", "status", "termination_reason", "eval", "usage", "timing"}
+    reports = [r for r in rows.records if r.get("type") != "header"]
+    assert all(set(r) <= allowed and len(json.dumps(r)) < 300 for r in reports)
+    assert reports[1]["eval"] == [{"score": 0.375}] and reports[1]["usage"]["cache_hits"] == 2
+
+
+ODD_LINES = [
+    report("calls_text", usage={"llm_calls": "abc", "retries": None, "prompt_tokens": 1e999}),
+    report("usage_list", usage=[1]),
+    report("timing_text", timing="x"),
+    report(["a"]),  # an unhashable task_id
+    report("nan_time", timing={"duration_s": float("nan"), "queued_s": float("-inf")}),
+    '{"task_id": "deep", "eval": ' + "[" * 995 + "]" * 995 + "}\n",
+    '{"task_id": "deep2", "traces": ' + "[" * 600 + "]" * 600 + "}\n",
+]
+
+
+def test_odd_values_in_a_results_file_never_raise(tmp_path: Path) -> None:
+    deep_event = '{"event": "acquired", "call_id": ' + "[" * 995 + "]" * 995 + "}\n"
+    path = run_dir(tmp_path, "r", [HEADER, *ODD_LINES], [*HAND_MADE[:3], deep_event])
+    data, details = view_data([path])
+    run = data["runs"][0]
+    assert run["columns"]["task_id"][:5] == [
+        "calls_text",
+        "usage_list",
+        "timing_text",
+        '["a"]',
+        "nan_time",
+    ]
+    assert run["columns"]["llm_calls"][0] is None and run["columns"]["prompt_tokens"][0] is None
+    assert run["columns"]["duration_s"][4] is None and run["columns"]["queued_s"][4] is None
+    assert run["summary"]["damaged_lines"] >= 1 and run["events"]["damaged_lines"] == 1
+    assert run["summary"]["llm_calls"] == 3  # the rows whose llm_calls is a number
+    assert all(json.loads(line) for line in details[0])
+    assert build_view([path]).startswith("<!DOCTYPE html>")
+    assert view_cli(str(path), "--out", str(tmp_path / "odd.html")) == 0
+
+
+def test_a_file_that_is_not_a_results_file_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = run_dir(tmp_path, "a", [HEADER, report("t1")], HAND_MADE)
+    (tmp_path / "passwd").write_text("root:x:0:0:root:/root:/bin/bash\n")
+    (tmp_path / "empty.jsonl").write_text("")
+    monkeypatch.chdir(tmp_path)
+    for name in ("a/events.jsonl", "passwd", "empty.jsonl"):
+        with pytest.raises(CLIError, match="not a results file") as raised:
+            view_cli(name)
+        assert "\n" not in str(raised.value)
+    assert not (tmp_path / "passwd.html").exists() and not (a / "events.html").exists()
+    assert view_cli("a") == 0
+    with pytest.raises(CLIError, match=r"a/view\.html: not a results file"):
+        view_cli("a/view.html")  # the page itself, which would also be its own default out
+
+
+def test_a_report_without_a_status_shows_as_the_summary_counts_it(tmp_path: Path) -> None:
+    bare = {k: v for k, v in report("t2").items() if k != "status"}
+    records = [HEADER, report("t1"), bare, report("t3", termination_reason="")]
+    data, _ = view_data([run_dir(tmp_path, "r", records, None)])
+    run = data["runs"][0]
+    assert run["columns"]["status"] == ["success", "None", "success"]
+    assert run["summary"]["statuses"] == {"success": 2, "None": 1}
+    # A termination reason counted only when it is there, in the table as in the summary.
+    assert run["columns"]["termination_reason"] == ["agent_stop", "agent_stop", None]
+    assert run["summary"]["termination_reasons"] == {"agent_stop": 2}
+
+
+def test_the_same_run_twice_gets_two_labels(tmp_path: Path) -> None:
+    a = run_dir(tmp_path, "a", [HEADER, report("t1")], None)
+    labels = [run["label"] for run in view_data([a, a, a / "results.jsonl"])[0]["runs"]]
+    assert len(set(labels)) == 3
+
+
+def test_a_replaced_report_leaves_no_cut_row_behind(tmp_path: Path) -> None:
+    big = {"s": "y" * 9000}
+    records = [HEADER, report("a", passed=False, traces=big), report("a", passed=True)]
+    rows = read_rows(run_dir(tmp_path, "r", records, None) / "results.jsonl", row_cap=2000)
+    assert rows.superseded == 1 and rows.truncated_rows == 0
+    assert "truncated" not in json.loads(rows.details[0])
+
+
+@pytest.mark.parametrize("cap", [30, 100, 1000])
+def test_fit_text_never_exceeds_its_cap(cap: int) -> None:
+    for value in ({'"' * 2000: 1}, {"\x01" * 900: [1]}, {"k" * 5000: 2}):
+        text, cut = fit_text(value, cap)
+        assert cut and cap * 0.6 <= len(text) <= cap  # as much of the head as fits
+        assert json.loads(text)["_truncated_json"]
+
+
+def test_the_details_budget_is_shared_by_the_runs_of_a_page(tmp_path: Path) -> None:
+    big = {"s": "y" * 9000}
+    runs = [
+        run_dir(tmp_path, name, [HEADER] + [report(f"t{n}", traces=big) for n in range(50)], None)
+        for name in ("a", "b", "c")
+    ]
+    _, details = view_data(runs, detail_budget=150 * 1000)
+    assert sum(len(line) for lines in details for line in lines) <= 150 * 1000 + 150 * 50
+    assert len(details[2][0]) > MIN_ROW_CAP  # the last run is not starved
+
+
+def test_the_page_warns_of_runs_without_llm_calls_and_counts_cache_hits(tmp_path: Path) -> None:
+    none = report("t1", usage={"llm_calls": 0})
+    cached = report("t2", usage={"llm_calls": 3, "cache_hits": 2})
+    data, _ = view_data([run_dir(tmp_path, "a", [HEADER, none], None)])
+    assert data["runs"][0]["warnings"] == [NO_LLM_CALLS_ADVICE]
+    data, _ = view_data([run_dir(tmp_path, "b", [HEADER, none, cached], None)])
+    assert data["runs"][0]["warnings"] == [] and data["runs"][0]["summary"]["cache_hits"] == 2
+
+
+def test_everything_embedded_is_used_by_the_page(tmp_path: Path) -> None:
+    """No figure is computed for nothing: every key of a run in the log, of its stats, of a
+    comparison and of the summary shown is read somewhere in the page's scripts."""
+    scripts = "\n".join((VIEW_ASSETS / name).read_text() for name in SCRIPTS)
+    a = run_dir(tmp_path, "a", [HEADER, report("t1")], HAND_MADE)
+    b = run_dir(tmp_path, "b", [HEADER, report("t1")], None)
+    data, _ = view_data([a, b])
+    (segment,) = data["runs"][0]["events"]["runs"]
+    keys = {*segment, *segment["stats"], *data["comparisons"][0], *data["runs"][0]}
+    keys |= set(data["runs"][0]["events"]) | set(data["runs"][0]["events"]["check"])
+    keys -= {"a", "b"}  # not there: the comparison does not repeat the runs' summaries
+    unused = sorted(k for k in keys if not re.search(rf'\.{k}\b|"{k}"', scripts))
+    assert unused == []
+    assert "a" not in data["comparisons"][0] and "b" not in data["comparisons"][0]
+    assert ".small" not in (VIEW_ASSETS / "view.css").read_text()
+
+
+def test_each_script_file_is_short_and_the_page_holds_them_all() -> None:
+    assert not (VIEW_ASSETS / "view.js").exists()
+    for name in SCRIPTS:
+        assert len((VIEW_ASSETS / name).read_text().splitlines()) < 300, name
+
+
+# ---------- the command: what it writes, and where it will not ----------
+
+
+def test_the_page_never_overwrites_what_it_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = run_dir(tmp_path, "a", [HEADER, report("t1")], HAND_MADE)
+    before = {name: (a / name).read_bytes() for name in ("results.jsonl", "events.jsonl")}
+    (tmp_path / "link.jsonl").symlink_to(a / "results.jsonl")
+    monkeypatch.chdir(tmp_path)
+    for out in ("a/results.jsonl", "a/events.jsonl", "./a/../a/results.jsonl", "link.jsonl"):
+        with pytest.raises(CLIError, match="the page would overwrite") as raised:
+            view_cli("a", "--out", out)
+        assert "\n" not in str(raised.value)
+    b = run_dir(tmp_path, "b", [HEADER, report("t1")], None)  # its events.jsonl is to come
+    with pytest.raises(CLIError, match=r"would overwrite b/events\.jsonl"):
+        view_cli("b", "--out", "b/events.jsonl")
+    assert {name: (a / name).read_bytes() for name in before} == before
+    assert not (b / "events.jsonl").exists()
+
+
+def test_a_failed_write_leaves_the_old_page_and_no_half_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = run_dir(tmp_path, "a", [HEADER, report("t1")], HAND_MADE)
+    monkeypatch.chdir(tmp_path)
+    if Path("/dev/full").exists():
+        with pytest.raises(CLIError, match=r"^/dev/full: No space left on device$"):
+            view_cli("a", "--out", "/dev/full")
+    page = a / "view.html"
+    page.write_text("the old page")
+
+    def full_disk(file: Any, parts: Any) -> int:
+        file.write(b"<!DOCTYPE html> half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("asynceval.analysis.view._write_parts", full_disk)
+    with pytest.raises(CLIError, match=r"view\.html: No space left on device$"):
+        view_cli("a")
+    assert page.read_text() == "the old page" and sorted(p.name for p in a.iterdir()) == [
+        "events.jsonl",
+        "results.jsonl",
+        "view.html",
+    ]
+    monkeypatch.undo()
+    monkeypatch.chdir(tmp_path)
+    assert view_cli("a") == 0 and page.read_text().startswith("<!DOCTYPE html>")
+    assert page.stat().st_mode & 0o777 == 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_the_commands_messages_say_what_is_wrong(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_dir(tmp_path, "a", [HEADER, report("t1")], None)
+    monkeypatch.chdir(tmp_path)
+    for args, message in [
+        (["missing.jsonl"], "missing.jsonl: no such file or directory"),
+        (["a", "--out", ""], "--out: empty; give a file name such as view.html"),
+        (["a", "--out", "nowhere/x.html"], "nowhere/x.html: No such file or directory"),
+    ]:
+        with pytest.raises(CLIError) as raised:
+            view_cli(*args)
+        assert str(raised.value) == message

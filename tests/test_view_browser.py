@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -93,3 +94,144 @@ def test_a_real_runs_page_shows_its_rows_and_chart_and_filters_by_hash(tmp_path:
     bare = dump_dom(page, tmp_path / "profile")
     assert len(rows_of(bare)) == len(records) + 1 and 'id="no-events"' in bare
     assert 'class="chart inflight-chart"' not in bare
+
+
+def _report(task: str, status: str | None, marker: str, **extra: Any) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "task_id": task,
+        "repeat_idx": 0,
+        "status": status,
+        "termination_reason": "agent_stop",
+        "eval": [{"passed": False, "note": f"EVAL-{marker}"}],
+        "error": {"type": "AgentError", "message": f"ERR-{marker}"},
+        "traces": {"messages": [{"role": "assistant", "content": f"TRACE-{marker}"}]},
+        "usage": {"llm_calls": 1, "cache_hits": 1},
+        "timing": {"duration_s": 0.5, "queued_s": 0.0, "finished_at": 2.0},
+    }
+    if status is None:
+        del record["status"]
+    return {**record, **extra}
+
+
+def _write(directory: Path, lines: list[dict[str, Any]], name: str = "results.jsonl") -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / name).write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+HEADER = {"type": "header", "benchmark": "B", "max_concurrent_llm_calls": 2, "started_at_unix": 1}
+
+
+def detail_text(dom: str) -> str:
+    return _detail(dom)[1]
+
+
+def _detail(dom: str) -> tuple[str, str]:
+    """(row, HTML) of the one open row's details."""
+    found = re.findall(r'<tr class="detail" data-row="(\d+)">(.*?)</td></tr>', dom, re.S)
+    assert len(found) == 1
+    return found[0]
+
+
+def test_an_opened_row_and_the_hash_filters_show_the_right_rows(tmp_path: Path) -> None:
+    """#row=N opens row N's own details, all of them text; #sort, #q, #status and #reason give
+    the rows they say, in order."""
+    run = tmp_path / "run"
+    evil = f"{EVIL} ERR-evil"
+    _write(run, [
+        HEADER,
+        _report("alpha", "success", "alpha", timing={"duration_s": 0.3}),
+        _report(EVIL, "agent_error", "evil", eval=[{"note": f"EVAL-evil {EVIL}"}],
+                error={"type": "AgentError", "message": evil},
+                traces={"messages": [{"role": "user", "content": f"TRACE-evil {EVIL}"}]},
+                timing={"duration_s": 2.0}),
+        _report("gamma", "success", "gamma", termination_reason="max_turns"),
+        _report("delta", None, "delta", timing={}),
+    ])  # fmt: skip
+    page = tmp_path / "view.html"
+    write_view([run], page)
+    profile = tmp_path / "profile"
+
+    opened = dump_dom(page, profile, "#row=1")
+    assert '<b id="pwned">' not in opened and "<b " not in detail_text(opened)
+    row, detail = _detail(opened)
+    assert row == "1" and "answered from the cache" in opened
+    for marker in ("ERR-evil", "EVAL-evil", "TRACE-evil", html.escape(EVIL, quote=False)):
+        assert marker in detail, marker
+    assert not any(other in detail for other in ("alpha", "gamma", "delta"))
+    assert '<tr class="row oc-row-error open" data-row="1"' in opened
+
+    by_duration = rows_of(dump_dom(page, profile, "#sort=-duration_s"))
+    assert [task for task, _ in by_duration] == [EVIL, "gamma", "alpha", "delta"]  # none last
+    assert rows_of(dump_dom(page, profile, "#q=gam")) == [("gamma", "failed")]
+    assert rows_of(dump_dom(page, profile, "#status=None")) == [("delta", "error")]
+    reason = dump_dom(page, profile, "#reason=max_turns")
+    assert rows_of(reason) == [("gamma", "failed")]
+    assert '<button class="chip active" data-value="max_turns"' in reason
+
+
+def assert_labels_fit(svg: str) -> None:
+    """No axis label (centred on its tick) runs past the chart's right edge: at 11 px, half a
+    character is at most 3.5 units wide."""
+    width = float(re.findall(r'viewBox="0 0 ([\d.]+) ', svg)[0])
+    labels = re.findall(r'<text x="([\d.]+)" y="[\d.]+" text-anchor="middle">([^<]+)</text>', svg)
+    assert labels and all(float(x) + 3.5 * len(text) <= width for x, text in labels), labels
+
+
+def _event(name: str, seconds: float, **fields: Any) -> dict[str, Any]:
+    stamp = f"2026-01-01T00:00:{seconds:09.6f}Z"
+    return {"event": name, "timestamp": stamp, **fields}
+
+
+# Resumed twice: the first run had 5 calls in flight against its limit of 2 (killed), the
+# second is fine, the last had nothing left to do.
+RESUMED_LOG = [
+    _event("run_started", 0.0, max_concurrent_llm_calls=2),
+    *(_event("acquired", 0.1 + n / 100, call_id=f"k{n}", wait_s=0.0) for n in range(5)),
+    _event("run_started", 10.0, max_concurrent_llm_calls=2),
+    _event("acquired", 10.1, call_id="x", wait_s=0.01),
+    _event("released", 10.2, call_id="x", held_s=0.1),
+    _event("run_started", 20.0, max_concurrent_llm_calls=2),
+    _event("run_finished", 20.1, counts={}, skipped_as_done=3, duration_s=0.1),
+]
+
+
+def test_a_two_run_page_shows_the_comparison_and_each_run(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    passed = [{"passed": True}]
+    _write(
+        a,
+        [
+            HEADER,
+            _report("t1", "success", "a1", eval=passed),
+            _report("t2", "success", "a2"),
+            _report("t3", "success", "a3", eval=passed),
+        ],
+    )
+    _write(a, RESUMED_LOG, "events.jsonl")
+    _write(b, [HEADER, *(_report(f"t{n}", "success", f"b{n}", eval=passed) for n in (1, 2, 3))])
+    page = tmp_path / "both.html"
+    write_view([a, b], page)
+    profile = tmp_path / "profile"
+
+    compared = dump_dom(page, profile)
+    table = re.search(r'<table class="compare" id="compare-table">.*?</table>', compared, re.S)
+    assert table is not None
+    cells = re.findall(r'<td class="num in-flight">([^<]*)</td>', table.group(0))
+    assert cells == ["5 / 2 EXCEEDED", "no events"]  # every run in a's log, not its last
+    assert ">+33.3 pts<" in compared and "Improved: 1" in compared
+    link = re.search(r'<a class="chip" href="([^"]+)">t2 #0</a>', compared)
+    assert link is not None and html.unescape(link.group(1)) == "#run=1&task=t2&rep=0&row=1"
+
+    first = dump_dom(page, profile, "#run=0")
+    assert "asynceval logs check: VIOLATED: max in flight 5 (limit 2: EXCEEDED)" in first
+    assert "ran no repetition (3 already done were skipped" in first
+    charts = re.findall(r'<svg [^>]*class="chart ([\w-]+)".*?</svg>', first, re.S)
+    assert "wait-histogram" in charts  # though the last run in the log made no call
+    for chart in re.finditer(r'<svg [^>]*class="chart [\w-]+".*?</svg>', first, re.S):
+        assert_labels_fit(chart.group(0))
+
+    # A pair's link opens its row; without row= in the hash none is open (so it can close).
+    linked = dump_dom(page, profile, "#run=1&task=t2&rep=0&row=1")
+    assert _detail(linked)[0] == "1" and "ERR-b2" in detail_text(linked)
+    closed = dump_dom(page, profile, "#run=1&task=t2&rep=0")
+    assert rows_of(closed) == [("t2", "passed")] and 'class="detail"' not in closed

@@ -1,65 +1,65 @@
 """The results side of `asynceval view`: a results.jsonl as a table and its rows' details.
 
-The file is read one line at a time. Of several reports of one (task_id, repeat_idx), as after a
-resume, the last counts (as in `summarize`); the row keeps its first place. Each row becomes one
-entry of a column-wise table (what the page filters, searches and sorts over) and one JSON line
-of details (error, eval, traces, config) that the page parses only when the row is opened;
-what the table has (usage counts, timing, attempts) is not repeated there, and configs, often
-the same for every row, are kept once per run (`RunRows.configs`, their `metadata` left out).
+The file is read one line at a time. A line is a header (`"type": "header"`), a report (an
+object with a `task_id` and no `event`: not an events file's line), or damaged (not JSON, cut
+short by a kill, nested too deep to read, or an object that is neither); a file with no header
+and no report is not a results file (`ViewError`). Of several reports of one (task_id,
+repeat_idx), as after a resume, the last counts (as in `summarize`); the row keeps its first
+place. Each row becomes one entry of a column-wise table (what the page filters, searches and
+sorts over) and one JSON line of details (error, eval, traces, config) that the page parses only
+when the row is opened; what the table has (usage counts, timing, attempts) is not repeated
+there, and configs, often the same for every row, are kept once per run (`RunRows.configs`,
+their `metadata` left out).
 
-Details share one budget of characters of JSON per run, so that a 100,000-row run keeps its
-page loadable: each row may use its fair share of what is left (remaining budget over
-remaining lines), a row that did not pass `FAILING_SHARE` times that (what went wrong is what
-people open), never more than `row_cap` nor less than `MIN_ROW_CAP`; what a row leaves unused
-goes to the rows after it. A value over its share is shrunk (see `fit`) and the row says so,
-naming the line of results.jsonl that holds it whole. What `summarize` and `compare_runs` need
-is kept apart, without traces or config.
+Details share one budget of characters of JSON per page (`DetailBudget`, shared by every run
+on it), so that a page of 100,000-row runs stays loadable: each row may use its fair share of
+what is left (remaining budget over remaining lines), a row that did not pass `FAILING_SHARE`
+times that (what went wrong is what one opens a row for), never more than `row_cap` nor less
+than `MIN_ROW_CAP`; what a row leaves unused goes to the rows after it. A value over its share
+is shrunk (see `fit_text`) and the row says so, naming the line of results.jsonl that holds it
+whole. What `summarize` and `compare_runs` need is kept apart, small (`light_record`), and
+only for the last report of each pair.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import AsyncEvalError
 from .summary import report_score
 
 ROW_CAP = 50_000  # characters of JSON of one row's details, at most
 MIN_ROW_CAP = 600  # ... and at least, however many rows share the budget
-BUDGET = 50_000_000  # characters of details' JSON per run, shared by its rows
+BUDGET = 50_000_000  # characters of details' JSON per page, shared by every run's rows
 FAILING_SHARE = 8
 CONFIG_CAP = 8_000
 MAX_CONFIGS = 1_000  # distinct configs kept per run; rows past it show none
+MAX_DEPTH = 100  # of a header or config: deeper is no header or config (page JSON re-encodes it)
 # (longest string, most items of a list or object) tried in turn until a value fits its cap.
 _SHRINK_STEPS = ((4000, 200), (1000, 60), (300, 24), (100, 8), (40, 4))
 COLUMNS = (
-    "task_id",
-    "repeat_idx",
-    "status",
-    "termination_reason",
-    "score",
-    "duration_s",
-    "queued_s",
-    "finished_at",
-    "llm_calls",
-    "retries",
-    "prompt_tokens",
-    "completion_tokens",
-    "attempts",
-    "error",
-    "line",
-)
+    "task_id", "repeat_idx", "status", "termination_reason", "score", "duration_s", "queued_s",
+    "finished_at", "llm_calls", "retries", "prompt_tokens", "completion_tokens", "attempts",
+    "error", "line",
+)  # fmt: skip
 _IN_COLUMNS = {"llm_calls", "retries", "prompt_tokens", "completion_tokens"}
-_LIGHT_KEYS: tuple[str, ...] = ("type", "task_id", "repeat_idx", "status", "termination_reason")
-_LIGHT_KEYS += ("eval", "usage", "timing", "started_at_unix")
+_USAGE = ("llm_calls", "retries", "cache_hits", "prompt_tokens", "completion_tokens")
+_PASSED, _FAILED = [{"score": 1.0}], [{"score": 0.0}]  # light records' evals, shared
 
 # Built once: json.dumps with options other than the defaults builds an encoder per call.
 _encode = json.JSONEncoder(
     ensure_ascii=False, separators=(",", ":"), default=str, allow_nan=False
 ).encode
+
+
+class ViewError(AsyncEvalError, ValueError):
+    """A run `asynceval view` cannot show (a file that is not a results file), or a page it will
+    not write (one that would overwrite what it shows); the message names the file."""
 
 
 def _dumps(value: Any) -> str:
@@ -82,6 +82,50 @@ def finite(value: Any) -> Any:
     return value
 
 
+def finite_number(value: Any) -> int | float | None:
+    """`value` when it is a finite number (not a bool, within ±1e300), else None: the one rule
+    for every count, size and time the view reads from a run's files."""
+    if type(value) is int or type(value) is float:  # what JSON gives; a bool is neither
+        return value if -1e300 < value < 1e300 else None  # NaN compares False
+    return None
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether `value` nests lists and objects more than `limit` deep (without recursing)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def json_lines(
+    path: Path, start: int = 0, stop: int | None = None
+) -> Iterator[tuple[int, int, Any]]:
+    """(line number, byte offset, value) of each non-blank line of the file at `path` from byte
+    `start` (line numbers counted from there) to `stop`, read one line at a time; the value is
+    None for a line that is not JSON (cut short by a kill, not UTF-8, nested too deep to read).
+    Raises OSError when the file cannot be read."""
+    offset = start
+    with open(path, "rb") as file:
+        file.seek(start)
+        for number, line in enumerate(file, start=1):
+            here, offset = offset, offset + len(line)
+            if stop is not None and here >= stop:
+                return
+            if not line.strip():
+                continue
+            try:  # as text: json.loads would first work out the bytes' encoding, line by line
+                value = json.loads(line.decode("utf-8-sig"))
+            except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError
+                value = None
+            yield number, here, value
+
+
 @dataclass
 class RunRows:
     """A results file read for the view (see the module docstring)."""
@@ -93,14 +137,30 @@ class RunRows:
     records: list[dict[str, Any]] = field(default_factory=list)  # light: for summarize/compare
     damaged_lines: int = 0
     superseded: int = 0
-    truncated_rows: int = 0
+    truncated: bytearray = field(default_factory=bytearray)  # per row: its details were cut
+    last_end: float | None = None  # the latest timing.finished_at of any report, replaced too
     config_index: dict[str, int] = field(default_factory=dict)  # config JSON -> index
+    place: dict[tuple[Any, Any], int] = field(default_factory=dict)  # pair -> row
+    record_place: list[int] = field(default_factory=list)  # row -> index in `records`
+
+    @property
+    def truncated_rows(self) -> int:
+        return sum(self.truncated)
+
+    def wall_s(self) -> float | None:
+        """The wall time `summarize` gives the whole file: first header's start to last end."""
+        starts = [finite_number(h.get("started_at_unix")) for h in self.headers]
+        start = next((s for s in starts if s is not None), None)
+        if start is None or self.last_end is None:
+            return None
+        return max(0.0, self.last_end - start)
 
 
-class _Budget:
-    """Characters of JSON left for the rows' details, shared as the module docstring says."""
+class DetailBudget:
+    """Characters of JSON left for the rows' details of a page, shared as the module docstring
+    says: `lines` is how many lines of results.jsonl are still to be read."""
 
-    def __init__(self, total: int, lines: int, row_cap: int) -> None:
+    def __init__(self, total: int, lines: int, row_cap: int = ROW_CAP) -> None:
         self.left, self.lines, self.row_cap = total, lines, row_cap
 
     def share(self, failing: bool) -> int:
@@ -112,7 +172,7 @@ class _Budget:
         self.lines = max(0, self.lines - 1)
 
 
-def _count_lines(path: Path) -> int:
+def count_lines(path: Path) -> int:
     """The lines of the file at `path` (at least 1), counted without parsing them."""
     lines, last = 0, b"\n"
     with open(path, "rb") as file:
@@ -122,87 +182,121 @@ def _count_lines(path: Path) -> int:
     return max(1, lines + (last != b"\n"))
 
 
-def read_rows(path: Path, budget: int = BUDGET, row_cap: int = ROW_CAP) -> RunRows:
-    """The table and details of the results file at `path` (raises OSError if unreadable)."""
+def read_rows(
+    path: Path, budget: int = BUDGET, row_cap: int = ROW_CAP, share: DetailBudget | None = None
+) -> RunRows:
+    """The table and details of the results file at `path`, its details' characters drawn from
+    `share` (default: a budget of `budget` for this file alone). Raises OSError if unreadable,
+    ViewError when it holds neither a header nor a report."""
     rows = RunRows()
-    share = _Budget(budget, _count_lines(path), row_cap)
-    place: dict[tuple[Any, Any], int] = {}
-    with open(path, "rb") as file:
-        for number, line in enumerate(file, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                record = None
-            if not isinstance(record, dict):
-                rows.damaged_lines += 1  # e.g. a line cut short by a kill
-                share.spend(0)
-            elif record.get("type") == "header":
-                rows.headers.append(record)
-                rows.records.append(record)
-                share.spend(0)
-            else:
-                _add_report(rows, place, record, number, share)
+    share = share or DetailBudget(budget, count_lines(path), row_cap)
+    for number, _, record in json_lines(path):
+        if isinstance(record, dict) and record.get("type") == "header" and not too_deep(record):
+            rows.headers.append(record)
+            rows.records.append(record)
+            share.spend(0)
+        elif not (
+            isinstance(record, dict)
+            and "task_id" in record
+            and "event" not in record
+            and _add_report(rows, record, number, share)
+        ):
+            rows.damaged_lines += 1  # e.g. a line cut short by a kill
+            share.spend(0)
+    if not rows.headers and not rows.details:
+        raise ViewError(f"{path}: not a results file (no header line and no report line)")
     return rows
 
 
-def _add_report(
-    rows: RunRows,
-    place: dict[tuple[Any, Any], int],
-    record: dict[str, Any],
-    number: int,
-    share: _Budget,
-) -> None:
-    cells = _cells(record, number)
-    cap = share.share(failing=cells["score"] != 1.0)
-    detail, cut = _detail(rows, record, number, cap)
+def pair_key(value: Any) -> Any:
+    """A task_id or repeat_idx as a dict key: itself, or for a list or object its JSON text."""
+    return _dumps(value) if isinstance(value, list | dict) else value
+
+
+def _add_report(rows: RunRows, record: dict[str, Any], number: int, share: DetailBudget) -> bool:
+    """Add one report (a later report of a pair replaces the earlier); False, adding nothing,
+    when it nests too deep to handle (a damaged line)."""
+    try:
+        cells = _cells(record, number)
+        cap = share.share(failing=cells["score"] != 1.0)
+        detail, cut = _detail(rows, record, number, cap)
+        light = light_record(record, cells["score"])
+    except RecursionError:
+        return False
     share.spend(len(detail))
-    rows.records.append({key: record[key] for key in _LIGHT_KEYS if key in record})
-    rows.truncated_rows += cut
-    pair = (record.get("task_id"), record.get("repeat_idx"))
-    index = place.get(pair)
+    end = cells["finished_at"]
+    if end is not None:
+        rows.last_end = end if rows.last_end is None else max(rows.last_end, end)
+    pair = (light["task_id"], light["repeat_idx"])
+    index = rows.place.get(pair)
     if index is None:
-        place[pair] = len(rows.details)
+        rows.place[pair] = len(rows.details)
         for name in COLUMNS:
             rows.columns[name].append(cells[name])
         rows.details.append(detail)
-        return
-    rows.superseded += 1  # a resumed run's re-run: the later report counts
+        rows.truncated.append(cut)
+        rows.record_place.append(len(rows.records))
+        rows.records.append(light)
+        return True
+    rows.superseded += 1  # a resumed run's re-run: the later report counts, in the first's place
     for name in COLUMNS:
         rows.columns[name][index] = cells[name]
     rows.details[index] = detail
+    rows.truncated[index] = cut
+    rows.records[rows.record_place[index]] = light
+    return True
 
 
-def _number(value: Any) -> float | int | None:
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return value
-    return None
+def light_record(record: Mapping[str, Any], score: float | None) -> dict[str, Any]:
+    """What `summarize` and `compare_runs` read of a report, its `report_score` given, and
+    nothing more: they give the same figures of these as of the whole reports (the wall time
+    aside: see `RunRows.wall_s`). Values they could not read (text for a count, a list for an
+    id) are left out or made readable, as the table shows them."""
+    status, reason = record.get("status"), record.get("termination_reason")
+    usage, timing = _mapping(record.get("usage")), _mapping(record.get("timing"))
+    light: dict[str, Any] = {
+        "task_id": pair_key(record.get("task_id")),
+        "repeat_idx": pair_key(record.get("repeat_idx")),
+        "status": status if status is None or isinstance(status, str) else _dumps(status),
+        "termination_reason": _text(reason) if reason else None,
+        "usage": {k: v for k in _USAGE if (v := finite_number(usage.get(k))) is not None},
+    }
+    if score is not None:  # the same report_score: one score in [0, 1]
+        light["eval"] = _PASSED if score == 1.0 else _FAILED if score == 0.0 else [{"score": score}]
+    duration = finite_number(timing.get("duration_s"))
+    if duration is not None:
+        light["timing"] = {"duration_s": duration}
+    return light
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else _dumps(value)
+
+
 def _cells(record: Mapping[str, Any], number: int) -> dict[str, Any]:
-    """One row of the table: short values only (the error as one line of at most 200 chars)."""
+    """One row of the table: short values only (the error as one line of at most 200 chars);
+    the status as `summarize` counts it ("None" when there is none)."""
     usage, timing = _mapping(record.get("usage")), _mapping(record.get("timing"))
-    task_id = record.get("task_id")
-    status, reason = record.get("status"), record.get("termination_reason")
+    task_id, reason = record.get("task_id"), record.get("termination_reason")
+    status = record.get("status")
     return {
-        "task_id": None if task_id is None else str(task_id),
-        "repeat_idx": _number(record.get("repeat_idx")),
-        "status": None if status is None else str(status),
-        "termination_reason": None if reason is None else str(reason),
+        "task_id": None if task_id is None else _text(task_id),
+        "repeat_idx": finite_number(record.get("repeat_idx")),
+        "status": str(status) if status is None or isinstance(status, str) else _dumps(status),
+        "termination_reason": _text(reason) if reason else None,
         "score": report_score(record),
-        "duration_s": _number(timing.get("duration_s")),
-        "queued_s": _number(timing.get("queued_s")),
-        "finished_at": _number(timing.get("finished_at")),
-        "llm_calls": _number(usage.get("llm_calls")),
-        "retries": _number(usage.get("retries")),
-        "prompt_tokens": _number(usage.get("prompt_tokens")),
-        "completion_tokens": _number(usage.get("completion_tokens")),
-        "attempts": _number(record.get("attempts")),
+        "duration_s": finite_number(timing.get("duration_s")),
+        "queued_s": finite_number(timing.get("queued_s")),
+        "finished_at": finite_number(timing.get("finished_at")),
+        "llm_calls": finite_number(usage.get("llm_calls")),
+        "retries": finite_number(usage.get("retries")),
+        "prompt_tokens": finite_number(usage.get("prompt_tokens")),
+        "completion_tokens": finite_number(usage.get("completion_tokens")),
+        "attempts": finite_number(record.get("attempts")),
         "error": _error_line(record.get("error")),
         "line": number,
     }
@@ -243,8 +337,8 @@ def _detail(rows: RunRows, record: Mapping[str, Any], number: int, cap: int) -> 
 
 def _config(rows: RunRows, config: Any) -> str:
     """The index in `rows.configs` of a row's config, kept once per distinct value, without its
-    `metadata` (when it was gathered, how many components): "null" when there is none or the
-    run already has MAX_CONFIGS distinct ones."""
+    `metadata` (when it was gathered, how many components): "null" when there is none, the
+    run already has MAX_CONFIGS distinct ones, or it nests deeper than MAX_DEPTH."""
     if isinstance(config, Mapping):
         config = {key: value for key, value in config.items() if key != "metadata"}
     if not config:
@@ -252,26 +346,38 @@ def _config(rows: RunRows, config: Any) -> str:
     text, _ = fit_text(config, CONFIG_CAP)
     index = rows.config_index.get(text)
     if index is None:
-        if len(rows.configs) >= MAX_CONFIGS:
+        value = json.loads(text)
+        if len(rows.configs) >= MAX_CONFIGS or too_deep(value):
             return "null"
         index = rows.config_index[text] = len(rows.configs)
-        rows.configs.append(json.loads(text))
+        rows.configs.append(value)
     return str(index)
 
 
 def fit_text(value: Any, cap: int) -> tuple[str, bool]:
-    """The JSON of `value`, or of a shrunk copy at most about `cap` characters long, and whether
-    it was shrunk. Shrinking keeps the shape: long strings keep their head, long lists their
-    first and last items (an agent's last messages are often what went wrong), with markers
-    saying what was left out; as a last resort the value becomes the head of its JSON text."""
+    """The JSON of `value`, or of a shrunk copy at most `cap` characters long (for a `cap` of
+    at least 4), and whether it was shrunk. Shrinking keeps the shape: long strings keep their
+    head, long lists their first and last items (an agent's last messages are often what went
+    wrong), with markers saying what was left out; as a last resort the value becomes the head
+    of its JSON text (cut so that its own JSON, escapes and all, fits), or null."""
     text = _dumps(value)
     if len(text) <= cap:
         return text, False
-    for longest, most in _SHRINK_STEPS:
-        small = _dumps(shrink(value, longest, most))
+    try:
+        for longest, most in _SHRINK_STEPS:
+            small = _dumps(shrink(value, longest, most))
+            if len(small) <= cap:
+                return small, True
+    except RecursionError:  # too deep to shrink: its head, below
+        pass
+    head = text[: max(0, cap - 22)]  # 22: the length of {"_truncated_json":""}
+    while head:
+        small = _dumps({"_truncated_json": head})
         if len(small) <= cap:
             return small, True
-    return _dumps({"_truncated_json": text[: max(0, cap - 40)]}), True
+        # Escapes made it longer: cut the head in proportion (it shrinks on every turn).
+        head = head[: len(head) * (cap - 22) // (len(small) - 22)]
+    return ('{"_truncated_json":""}' if cap >= 22 else "null"), True
 
 
 def shrink(value: Any, longest: int, most: int) -> Any:

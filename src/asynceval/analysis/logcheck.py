@@ -230,3 +230,97 @@ class _Replay:
         if self.limit is not None:
             check.limit = self.limit  # the last run's, as the summary line shows it
         check.unbalanced += [c for c, n in self.in_flight.items() if n > 0]
+
+
+def in_time_order(run: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A run's events in the order `check_events` replays them (see `_in_time_order`)."""
+    return _in_time_order(run)
+
+
+def is_cluster_event(event: dict[str, Any], first: bool) -> bool:
+    """Whether `event` makes its run a cluster run, replayed in time order: a `worker` on any
+    event but the run's first (as `_in_time_order` decides)."""
+    return not first and "worker" in event
+
+
+class RunReplay:
+    """One run of a log replayed as `check_events` replays it, fed one event at a time in replay
+    order (a cluster run's events through `in_time_order` first), so that a caller can follow
+    the replay without holding the log: `check` holds this run's figures alone (its `runs` one
+    entry once `finish` is called), `waits` and `helds` its queue waits and slot holds, and
+    `in_flight` the calls in flight after the last event fed. `combine` makes the whole log's
+    `LogCheck` of several, the same as `check_events` gives."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.check = LogCheck(limit=limit)
+        self.waits: list[float] = []
+        self.helds: list[float] = []
+        self._limit = limit
+        self._replay: _Replay | None = None
+
+    def feed(self, event: dict[str, Any]) -> None:
+        if self._replay is None:  # the run's first event: its run_started gives the limit
+            self._replay = _Replay(self.check, self._limit, event, self.waits, self.helds)
+        self._replay.feed(event)
+
+    @property
+    def in_flight(self) -> int:
+        return 0 if self._replay is None else self._replay.current
+
+    @property
+    def limit(self) -> int | None:
+        """The limit this run is checked against (its run_started's, or the one given)."""
+        return self._limit if self._replay is None else self._replay.limit
+
+    @property
+    def adaptive_held(self) -> bool:
+        """Whether every adaptive endpoint limit stayed within the run's cap (so far)."""
+        return self._replay is None or self._replay.adaptive_held
+
+    def finish(self) -> LogCheck:
+        """End the run (its calls still in flight count as unbalanced); its `LogCheck`."""
+        if self._replay is not None:
+            self._replay.finish()
+        _conclude(self.check, self.waits, self.helds)
+        return self.check
+
+
+def combine(replays: Iterable[RunReplay], limit: int | None = None) -> LogCheck:
+    """The `LogCheck` that `check_events(events, limit)` gives of a log whose runs, in order,
+    were replayed (with `limit`) and finished as `replays`."""
+    total = LogCheck(limit=limit)
+    waits: list[float] = []
+    helds: list[float] = []
+    for replay in replays:
+        check = replay.check
+        total.events += check.events
+        total.calls += check.calls
+        total.max_in_flight = max(total.max_in_flight, check.max_in_flight)
+        if check.runs and check.runs[-1]["limit"] is not None:
+            total.limit = check.runs[-1]["limit"]
+        total.unresolved_429 += check.unresolved_429
+        total.retries += check.retries
+        for status, count in check.retries_by_status.items():
+            total.retries_by_status[status] = total.retries_by_status.get(status, 0) + count
+        total.timeouts += check.timeouts
+        total.failed_calls += check.failed_calls
+        total.unbalanced += check.unbalanced
+        total.runs += check.runs
+        total.limit_changes += check.limit_changes
+        if check.lowest_endpoint_limit is not None:
+            lowest = total.lowest_endpoint_limit
+            low = check.lowest_endpoint_limit
+            total.lowest_endpoint_limit = low if lowest is None else min(lowest, low)
+        waits += replay.waits
+        helds += replay.helds
+    _conclude(total, waits, helds)
+    return total
+
+
+def _conclude(check: LogCheck, waits: list[float], helds: list[float]) -> None:
+    """What `check_events` works out once every run is replayed."""
+    check.limit_held = all(run["limit_held"] for run in check.runs)
+    check.queue_wait_p50_s = percentile(waits, 0.5)
+    check.queue_wait_p95_s = percentile(waits, 0.95)
+    check.held_p50_s = percentile(helds, 0.5)
+    check.held_p95_s = percentile(helds, 0.95)

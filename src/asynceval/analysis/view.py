@@ -1,41 +1,53 @@
 """`asynceval view`: one self-contained HTML page of one or more runs.
 
-The page works from `file://` with no network and no server: its stylesheet and script
-(`_view/`, hand-written, no library) are inlined, and its data is embedded as JSON in
-`<script type="application/json">` elements, every `<`, `>` and `&` in it written as a JSON
-escape so that no text from a run (a trace holding `</script>`) can end the element early. The
-page builds everything with DOM calls that set text, never HTML, so nothing in a run is markup.
+The page works from `file://` with no network and no server: its stylesheet and scripts
+(`_view/`, hand-written, no library; the scripts are one function's body cut into files by
+concern, joined here) are inlined, and its data is embedded as JSON in `<script
+type="application/json">` elements, every `<`, `>` and `&` in it written as a JSON escape so
+that no text from a run (a trace holding `</script>`) can end the element early. The page
+builds everything with DOM calls that set text, never HTML, so nothing in a run is markup.
 
 What is embedded is what the page needs, reduced here: per run its headers, its `summarize`
 summary, a column-wise table of its repetitions, one JSON line of details per row (parsed only
-when the row is opened; cut to fit a budget per run, see `_view_rows`), and its events reduced
-to at most `max_buckets` time buckets per run in the log (see `_view_events`); never the raw
-events. With several runs, each run after the first is compared with the first
-(`compare_runs`).
+when the row is opened; cut to fit a budget per page, see `_view_rows`), and its events reduced
+to at most `max_buckets` time buckets per run in the log with what `asynceval logs check` says
+of them (see `_view_events`); never the raw events. With several runs, each run after the
+first is compared with the first (`compare_runs`). The page is written to a file beside the
+one asked for and then moved over it: a failed write leaves no half page, and a page never
+overwrites a file it shows.
 """
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
+import os
 import re
+import secrets
 import time
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from .. import __version__
+from ..events import NO_LLM_CALLS_ADVICE
 from ._view_events import read_events_view
-from ._view_rows import BUDGET, ROW_CAP, RunRows, finite, read_rows
+from ._view_rows import BUDGET, ROW_CAP, DetailBudget, ViewError, count_lines, finite, read_rows
 from .compare import compare_runs
 from .summary import summarize
+
+__all__ = ["ViewError", "build_view", "view_data", "write_view"]
 
 MAX_BUCKETS = 2000
 LISTED_PAIRS = 500  # of each list of pairs in a comparison (flips, pairs in one run only)
 _PAIR_LISTS: tuple[str, ...] = ("regressed", "improved", "only_in_a", "only_in_b")
 _PAIR_LISTS += ("scored_in_a_only", "scored_in_b_only", "scored_in_neither")
+# The page's script: one function's body, in these files (by concern), in this order.
+SCRIPTS = ("view_base.js", "view_charts.js", "view_details.js", "view_table.js", "view_main.js")
 
 
 def _asset(name: str) -> str:
@@ -64,38 +76,42 @@ def results_path(run: Path) -> Path:
 
 
 def _labels(runs: Sequence[Path]) -> list[str]:
-    """Each run's name: its directory's name (a results file not named results.jsonl: the
-    file's name), or the path as given where two names are the same."""
+    """Each run's name, every one different: its directory's name (a results file not named
+    results.jsonl: the file's name), the path as given where two names are the same, and a
+    number after a path given twice."""
     names = []
     for run in runs:
         results = results_path(run).resolve()
         names.append(results.parent.name if results.name == "results.jsonl" else results.name)
-    return [
-        str(path) if names.count(name) > 1 else name for path, name in zip(runs, names, strict=True)
+    labels = [
+        str(run) if names.count(name) > 1 else name for run, name in zip(runs, names, strict=True)
     ]
+    seen: Counter[str] = Counter()
+    numbered = []
+    for label in labels:
+        seen[label] += 1
+        numbered.append(f"{label} ({seen[label]})" if labels.count(label) > 1 else label)
+    return numbered
 
 
 def _run_data(
-    run_dir: Path, label: str, max_buckets: int, budget: int, row_cap: int
-) -> tuple[dict[str, Any], RunRows]:
-    """One run's part of the page's data, and its rows (their details go in their own element).
-    Raises FileNotFoundError when `run_dir` holds no results.jsonl, OSError when unreadable."""
-    results = results_path(run_dir)
-    if not results.is_file():
-        raise FileNotFoundError(f"{run_dir}: no results.jsonl there")
-    run_dir = results.parent
-    rows = read_rows(results, budget=budget, row_cap=row_cap)
-    summary = summarize(rows.records)
+    results: Path, label: str, max_buckets: int, share: DetailBudget
+) -> tuple[dict[str, Any], list[str], list[dict[str, Any]]]:
+    """One run's part of the page's data, its rows' details (they go in their own element) and
+    its light records (for the comparison). Raises OSError when a file cannot be read,
+    ViewError when `results` is not a results file."""
+    rows = read_rows(results, share=share)
+    summary = summarize(rows.records, wall_s=rows.wall_s())
     summary.damaged_lines = rows.damaged_lines
-    limits = [h.get("max_concurrent_llm_calls") for h in rows.headers]
-    header_limits = [v if isinstance(v, int) and not isinstance(v, bool) else None for v in limits]
-    events = read_events_view(run_dir / "events.jsonl", header_limits, max_buckets)
+    events = read_events_view(results.parent / "events.jsonl", rows.headers, max_buckets)
+    # As `asynceval report` warns (its text is the run's own `no_llm_calls` event's advice).
+    no_calls = bool(summary.statuses.get("success")) and not summary.llm_calls
     data = {
         "label": label,
-        "path": str(run_dir),
         "results_path": str(results),
         "headers": rows.headers,
         "summary": summary.as_dict(),
+        "warnings": [NO_LLM_CALLS_ADVICE] if no_calls else [],
         "columns": rows.columns,
         "configs": rows.configs,
         "n_rows": len(rows.details),
@@ -103,13 +119,17 @@ def _run_data(
         "truncated_rows": rows.truncated_rows,
         "events": events.as_dict(),
     }
-    return data, rows
+    return data, rows.details, rows.records
 
 
-def _comparison(first: RunRows, other: RunRows, label_a: str, label_b: str) -> dict[str, Any]:
-    """`compare_runs` of two runs as JSON, each list of pairs cut to its first LISTED_PAIRS
-    (its full length in `<name>_count`): the page lists flips, the file holds them all."""
-    found = compare_runs(first.records, other.records, label_a=label_a, label_b=label_b).as_dict()
+def _comparison(
+    first: list[dict[str, Any]], other: list[dict[str, Any]], label_a: str, label_b: str
+) -> dict[str, Any]:
+    """`compare_runs` of two runs as JSON without the runs' summaries (the page has them),
+    each list of pairs cut to its first LISTED_PAIRS (its full length in `<name>_count`): the
+    page lists flips, the file holds them all."""
+    found = compare_runs(first, other, label_a=label_a, label_b=label_b).as_dict()
+    del found["a"], found["b"]
     for name in _PAIR_LISTS:
         pairs = found.get(name) or []
         found[f"{name}_count"] = len(pairs)
@@ -127,16 +147,23 @@ def view_data(
     """(the page's data, each run's rows' details as JSON texts), see `build_view`."""
     if not run_dirs:
         raise ValueError("no run directory given")
+    paths = [results_path(Path(run)) for run in run_dirs]
+    for run, path in zip(run_dirs, paths, strict=True):
+        if not path.is_file():
+            raise FileNotFoundError(f"{run}: no results.jsonl there")
+    share = DetailBudget(detail_budget, sum(count_lines(path) for path in paths), row_cap)
     runs: list[dict[str, Any]] = []
-    all_rows: list[RunRows] = []
-    labels = _labels(run_dirs)
-    for run_dir, label in zip(run_dirs, labels, strict=True):
-        data, rows = _run_data(Path(run_dir), label, max_buckets, detail_budget, row_cap)
+    details: list[list[str]] = []
+    records: list[list[dict[str, Any]]] = []
+    labels = _labels([Path(run) for run in run_dirs])
+    for path, label in zip(paths, labels, strict=True):
+        data, lines, light = _run_data(path, label, max_buckets, share)
         runs.append(data)
-        all_rows.append(rows)
+        details.append(lines)
+        records.append(light)
     comparisons = [
-        _comparison(all_rows[0], rows, labels[0], labels[index])
-        for index, rows in enumerate(all_rows[1:], start=1)
+        _comparison(records[0], light, labels[0], labels[index])
+        for index, light in enumerate(records[1:], start=1)
     ]
     data = {
         "generator": f"asynceval {__version__}",
@@ -144,12 +171,12 @@ def view_data(
         "runs": runs,
         "comparisons": comparisons,
     }
-    return data, [rows.details for rows in all_rows]
+    return data, details
 
 
 def page_parts(data: dict[str, Any], details: Sequence[Sequence[str]]) -> Iterator[str]:
     """The HTML page of `view_data`'s output, in pieces (a 100 MB page need not be one string)."""
-    css, js = _asset("view.css"), _asset("view.js")
+    css, js = _asset("view.css"), "\n".join(_asset(name) for name in SCRIPTS)
     # Our own assets are inlined as they are: nothing in them may end or escape their element.
     assert "</style" not in css.lower()
     assert not any(text in js.lower() for text in ("</script", "<script", "<!--"))
@@ -193,10 +220,11 @@ def build_view(
     """The HTML page showing the runs in `run_dirs`: each a directory holding results.jsonl and,
     if there is one, events.jsonl, or a results file (its events: the events.jsonl beside it).
     `max_buckets`: time buckets per run in an events file; `row_cap`: characters of JSON of
-    one row's details at most, `detail_budget`: of all rows' details of a run (see
+    one row's details at most, `detail_budget`: of all rows' details of the page (see
     `_view_rows`). A directory without results.jsonl raises FileNotFoundError; an unreadable
-    file, OSError. A results file with no report gives a page saying so; a missing
-    events.jsonl, a page without charts that says why."""
+    file, OSError; a file that is not a results file (no header, no report), ViewError. A
+    results file with only headers gives a page saying so; a missing events.jsonl, a page
+    without charts that says why."""
     data, details = view_data(
         run_dirs, max_buckets=max_buckets, detail_budget=detail_budget, row_cap=row_cap
     )
@@ -204,15 +232,55 @@ def build_view(
 
 
 def write_view(run_dirs: Sequence[Path], out: Path, **options: Any) -> tuple[int, float]:
-    """Build the page of `run_dirs` (options as `build_view`'s) and write it to `out`, piece by
-    piece; (bytes written, seconds taken). Text that UTF-8 cannot encode (a lone surrogate
-    from a JSON escape in a run) is replaced. Raises OSError when `out` cannot be written."""
+    """Build the page of `run_dirs` (options as `build_view`'s) and write it to `out`; (bytes
+    written, seconds taken). Text that UTF-8 cannot encode (a lone surrogate from a JSON escape
+    in a run) is replaced. Raises ViewError when `out` is a file the page shows (a results file
+    or its events.jsonl), OSError naming `out` when it cannot be written: then `out` is as it
+    was (a regular file is replaced whole, once the page is written beside it)."""
     start = time.perf_counter()
     data, details = view_data(run_dirs, **options)
-    size = 0
-    with open(out, "wb") as file:
-        for part in page_parts(data, details):
-            encoded = part.encode("utf-8", errors="replace")
-            file.write(encoded)
-            size += len(encoded)
+    for run in data["runs"]:
+        for shown in (run["results_path"], run["events"]["path"]):
+            if _same_file(out, Path(shown)):
+                raise ViewError(f"{out}: the page would overwrite {shown}, which it shows")
+    try:
+        size = _write_page(Path(out), page_parts(data, details))
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror or str(exc), str(out)) from exc
     return size, time.perf_counter() - start
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one is missing: the same path once links are followed
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _write_page(out: Path, parts: Iterable[str]) -> int:
+    """Write `parts` to a new file beside `out` and move it over `out`; bytes written. What is
+    not a regular file (a device such as /dev/stdout, a pipe) is written in place."""
+    target = Path(os.path.realpath(out))
+    if target.exists() and not target.is_file():
+        with open(target, "wb") as file:
+            return _write_parts(file, parts)
+    temp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+    descriptor = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # as umask allows
+    try:
+        with os.fdopen(descriptor, "wb") as file:
+            size = _write_parts(file, parts)
+        os.replace(temp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    return size
+
+
+def _write_parts(file: IO[bytes], parts: Iterable[str]) -> int:
+    size = 0
+    for part in parts:
+        encoded = part.encode("utf-8", errors="replace")
+        file.write(encoded)
+        size += len(encoded)
+    return size

@@ -9,12 +9,13 @@ comparison). Prints the path written.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import webbrowser
 from pathlib import Path
 from typing import Any
 
-from ..analysis.view import write_view
+from ..analysis.view import ViewError, write_view
 from ._errors import CLIError
 from ._report import results_file
 
@@ -56,8 +57,8 @@ def runs(paths: list[str]) -> list[Path]:
     missing path or a directory without results.jsonl is a CLIError."""
     found = []
     for text in paths:
-        if not Path(text).exists():
-            raise CLIError(f"{text}: no such directory")
+        if not os.path.lexists(text):
+            raise CLIError(f"{text}: no such file or directory")
         found.append(results_file(text))  # CLIError when there is no results file
     return found
 
@@ -71,15 +72,27 @@ def default_out(results: list[Path]) -> Path:
     return one.parent / "view.html" if one.name == "results.jsonl" else one.with_suffix(".html")
 
 
+def out_path(text: str | None, results: list[Path]) -> Path:
+    """Where the page goes: --out, or the default; an empty --out or a directory is a CLIError."""
+    if text is None:
+        return default_out(results)
+    if not text.strip():
+        raise CLIError("--out: empty; give a file name such as view.html")
+    out = Path(text)
+    if out.is_dir():
+        raise CLIError(
+            f"--out {text}: is a directory; give a file name such as {out / 'view.html'}"
+        )
+    return out
+
+
 def view_command(args: argparse.Namespace) -> int:
     results = runs(args.runs)
-    out = Path(args.out) if args.out is not None else default_out(results)
-    if out.is_dir():
-        raise CLIError(f"--out {out}: is a directory; give a file name such as {out / 'view.html'}")
+    out = out_path(args.out, results)
     try:
         write_view(results, out)
-    except UnicodeDecodeError as exc:
-        raise CLIError(f"cannot read a run: {exc}") from exc
+    except ViewError as exc:  # not a results file; a page that would overwrite its input
+        raise CLIError(str(exc)) from exc
     except OSError as exc:  # a run that cannot be read, or --out that cannot be written
         message = f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else exc
         raise CLIError(str(message)) from exc
