@@ -342,6 +342,18 @@ def _epoch_stamped(event: dict[str, Any]) -> dict[str, Any]:
     return {**event, "timestamp": datetime.fromisoformat(event["timestamp"]).timestamp()}
 
 
+# Resumed twice: the first run had 5 calls in flight against its limit of 2 (killed), the second is
+# fine, the last had nothing left to do (3 repetitions already done).
+RESUMED_LOG = [
+    ev("run_started", 0.0, max_concurrent_llm_calls=2),
+    *(ev("acquired", 0.1 + n / 100, call_id=f"k{n}", wait_s=0.0) for n in range(5)),
+    ev("run_started", 10.0, max_concurrent_llm_calls=2),
+    ev("acquired", 10.1, call_id="x", wait_s=0.01),
+    ev("released", 10.2, call_id="x", held_s=0.1),
+    ev("run_started", 20.0, max_concurrent_llm_calls=2),
+    ev("run_finished", 20.1, counts={}, skipped_as_done=3, duration_s=0.1),
+]
+
 LOGS = {
     # Three acquired without a timestamp and one with: 4 in flight against a limit of 1.
     "untimed": [
@@ -377,16 +389,7 @@ LOGS = {
         ev("released", 0.4, call_id="a", held_s="x"),
         ev("acquired", 0.5, call_id="c", wait_s=True),
     ],
-    # Resumed three times: the first run broke its limit, the last ran nothing.
-    "resumed": [
-        ev("run_started", 0.0, max_concurrent_llm_calls=2),
-        *(ev("acquired", 0.1 + n / 100, call_id=f"k{n}", wait_s=0.0) for n in range(5)),
-        ev("run_started", 10.0, max_concurrent_llm_calls=2),
-        ev("acquired", 10.1, call_id="x", wait_s=0.01),
-        ev("released", 10.2, call_id="x", held_s=0.1),
-        ev("run_started", 20.0, max_concurrent_llm_calls=2),
-        ev("run_finished", 20.1, counts={}, skipped_as_done=7, duration_s=0.1),
-    ],
+    "resumed": RESUMED_LOG,
     "hand_made": HAND_MADE,
 }
 

@@ -19,6 +19,8 @@ from asynceval.analysis.view import write_view
 from asynceval.cli import main
 from asynceval.engine import read_records
 
+from .test_view import RESUMED_LOG
+
 ROOT = Path(__file__).parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 EVIL = '</script><b id="pwned">x</b><!--<script>'
@@ -175,24 +177,6 @@ def assert_labels_fit(svg: str) -> None:
     width = float(re.findall(r'viewBox="0 0 ([\d.]+) ', svg)[0])
     labels = re.findall(r'<text x="([\d.]+)" y="[\d.]+" text-anchor="middle">([^<]+)</text>', svg)
     assert labels and all(float(x) + 3.5 * len(text) <= width for x, text in labels), labels
-
-
-def _event(name: str, seconds: float, **fields: Any) -> dict[str, Any]:
-    stamp = f"2026-01-01T00:00:{seconds:09.6f}Z"
-    return {"event": name, "timestamp": stamp, **fields}
-
-
-# Resumed twice: the first run had 5 calls in flight against its limit of 2 (killed), the
-# second is fine, the last had nothing left to do.
-RESUMED_LOG = [
-    _event("run_started", 0.0, max_concurrent_llm_calls=2),
-    *(_event("acquired", 0.1 + n / 100, call_id=f"k{n}", wait_s=0.0) for n in range(5)),
-    _event("run_started", 10.0, max_concurrent_llm_calls=2),
-    _event("acquired", 10.1, call_id="x", wait_s=0.01),
-    _event("released", 10.2, call_id="x", held_s=0.1),
-    _event("run_started", 20.0, max_concurrent_llm_calls=2),
-    _event("run_finished", 20.1, counts={}, skipped_as_done=3, duration_s=0.1),
-]
 
 
 def test_a_two_run_page_shows_the_comparison_and_each_run(tmp_path: Path) -> None:

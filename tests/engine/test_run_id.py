@@ -27,6 +27,11 @@ class OneCall(Benchmark):
         return [agent], {}
 
 
+def instant_model() -> OpenAIChatModel:
+    """A model on a simulator of its own answering at once, limit 3."""
+    return OpenAIChatModel(controller=ConcurrencyController(3), sim_config=SimConfig(latency=0.0))
+
+
 def tasks(n: int, start: int = 0) -> list[Task]:
     return [Task(query=f"What is {i} + 1?", id=f"t{i}") for i in range(start, start + n)]
 
@@ -39,9 +44,7 @@ async def test_every_event_and_report_of_a_run_carries_its_header_run_id(
     tmp_path: Path, event_log: EventLog
 ) -> None:
     path = tmp_path / "results.jsonl"
-    async with OpenAIChatModel(
-        controller=ConcurrencyController(3), sim_config=SimConfig(latency=0.0)
-    ) as model:
+    async with instant_model() as model:
         reports = await OneCall(model).run(tasks(5), results_path=path)
     (header,) = headers(path)
     run_id = header["run_id"]
@@ -58,9 +61,7 @@ async def test_two_runs_and_a_resumed_run_each_get_their_own_run_id(
     tmp_path: Path, event_log: EventLog
 ) -> None:
     path = tmp_path / "results.jsonl"
-    async with OpenAIChatModel(
-        controller=ConcurrencyController(3), sim_config=SimConfig(latency=0.0)
-    ) as model:
+    async with instant_model() as model:
         bench = OneCall(model)
         first = await bench.run(tasks(2), results_path=path)
         resumed = await bench.run(tasks(4), results_path=path, resume=True)

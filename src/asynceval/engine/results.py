@@ -105,15 +105,9 @@ def successful_pairs(path: str | PathLike[str]) -> set[tuple[str, int]]:
     return set(successful_reports(path))
 
 
-_KEPT_ON_RESUME = (
-    "run_id",
-    "task_id",
-    "repeat_idx",
-    "status",
-    "termination_reason",
-    "eval",
-    "attempts",
-)
+# The heavy parts of a report, which a resumed run does not need of its earlier successes; every
+# other key (ids, run_id, status, termination reason, eval, attempts) is kept as written.
+_DROPPED_ON_RESUME = frozenset({"error", "traces", "config", "usage", "timing"})
 
 
 def successful_reports(path: str | PathLike[str]) -> dict[tuple[str, int], dict[str, Any]]:
@@ -126,7 +120,7 @@ def successful_reports(path: str | PathLike[str]) -> dict[tuple[str, int], dict[
     for record in iter_records(path):
         if record is not None and record.get("status") == "success":  # headers have none
             pair = (str(record["task_id"]), int(record["repeat_idx"]))
-            reports[pair] = {k: record[k] for k in _KEPT_ON_RESUME if k in record}
+            reports[pair] = {k: v for k, v in record.items() if k not in _DROPPED_ON_RESUME}
     return reports
 
 
