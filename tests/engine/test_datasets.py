@@ -3,6 +3,7 @@ through a stand-in `load_dataset`), the column mapping, and errors naming file, 
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -331,8 +332,12 @@ def test_a_csv_holds_long_values_json_task_fields_and_spaced_headers(tmp_path: P
     path.write_text(
         "id, query, metadata\nt1," + long_query + ',"{""source"": ""book""}"\n', encoding="utf-8"
     )
+    limit = csv.field_size_limit()
     (task,) = load_tasks(path)
     assert task.id == "t1" and task.query == long_query
+    paused = iter_tasks(path)
+    assert next(paused).query == long_query
+    assert csv.field_size_limit() == limit  # a process-wide setting, left as it was
     assert task.metadata == {"source": "book"}
     path.write_text("query,metadata\nq,not json\n")
     with pytest.raises(TaskSpecError, match=r"long.csv:2: metadata: must hold a JSON object"):

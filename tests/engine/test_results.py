@@ -111,3 +111,17 @@ def test_reading_a_results_file_for_resume_streams_it(tmp_path: Path) -> None:
         tracemalloc.stop()
     assert len(reports) == 500 and "traces" not in reports[("t0", 0)]
     assert peak < 2_000_000  # bytes: far below the file's 10 MB
+
+
+def test_a_line_nested_too_deep_to_read_is_a_damaged_line(tmp_path: Path) -> None:
+    """`report`, `compare`, `--resume` and the view read results files the same way: a line
+    json cannot read without exhausting the stack is damaged, never a RecursionError."""
+    path = tmp_path / "results.jsonl"
+    good = {"task_id": "t", "repeat_idx": 0, "status": "success"}
+    path.write_text(json.dumps(good) + "\n" + "[" * 100_000 + "]" * 100_000 + "\n")
+    assert read_records(path) == ([good], 1)
+    done = subprocess.run(
+        [sys.executable, "-m", "asynceval", "report", str(path)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0 and "damaged lines" in done.stdout, done.stderr

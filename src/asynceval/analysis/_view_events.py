@@ -28,7 +28,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ._view_rows import finite_number, json_lines
+from ..engine.results import json_lines
+from ._view_rows import finite_number
 from .logcheck import RunReplay, combine, in_time_order, is_cluster_event
 from .summary import percentile
 

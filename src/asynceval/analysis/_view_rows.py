@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..engine.results import json_lines
 from ..errors import AsyncEvalError
 from .summary import report_score
 
@@ -62,7 +63,7 @@ class ViewError(AsyncEvalError, ValueError):
     not write (one that would overwrite what it shows); the message names the file."""
 
 
-def _dumps(value: Any) -> str:
+def dumps(value: Any) -> str:
     """Compact JSON that the page's JSON.parse accepts: NaN and infinities (which Python's json
     reads from a hand-edited file) become strings."""
     try:
@@ -101,29 +102,6 @@ def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
             children = item.values() if isinstance(item, dict) else item
             stack.extend((child, depth + 1) for child in children)
     return False
-
-
-def json_lines(
-    path: Path, start: int = 0, stop: int | None = None
-) -> Iterator[tuple[int, int, Any]]:
-    """(line number, byte offset, value) of each non-blank line of the file at `path` from byte
-    `start` (line numbers counted from there) to `stop`, read one line at a time; the value is
-    None for a line that is not JSON (cut short by a kill, not UTF-8, nested too deep to read).
-    Raises OSError when the file cannot be read."""
-    offset = start
-    with open(path, "rb") as file:
-        file.seek(start)
-        for number, line in enumerate(file, start=1):
-            here, offset = offset, offset + len(line)
-            if stop is not None and here >= stop:
-                return
-            if not line.strip():
-                continue
-            try:  # as text: json.loads would first work out the bytes' encoding, line by line
-                value = json.loads(line.decode("utf-8-sig"))
-            except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError
-                value = None
-            yield number, here, value
 
 
 @dataclass
@@ -210,7 +188,7 @@ def read_rows(
 
 def pair_key(value: Any) -> Any:
     """A task_id or repeat_idx as a dict key: itself, or for a list or object its JSON text."""
-    return _dumps(value) if isinstance(value, list | dict) else value
+    return dumps(value) if isinstance(value, list | dict) else value
 
 
 def _add_report(rows: RunRows, record: dict[str, Any], number: int, share: DetailBudget) -> bool:
@@ -257,7 +235,7 @@ def light_record(record: Mapping[str, Any], score: float | None) -> dict[str, An
     light: dict[str, Any] = {
         "task_id": pair_key(record.get("task_id")),
         "repeat_idx": pair_key(record.get("repeat_idx")),
-        "status": status if status is None or isinstance(status, str) else _dumps(status),
+        "status": status if status is None or isinstance(status, str) else dumps(status),
         "termination_reason": _text(reason) if reason else None,
         "usage": {k: v for k in _USAGE if (v := finite_number(usage.get(k))) is not None},
     }
@@ -274,7 +252,7 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 
 def _text(value: Any) -> str:
-    return value if isinstance(value, str) else _dumps(value)
+    return value if isinstance(value, str) else dumps(value)
 
 
 def _cells(record: Mapping[str, Any], number: int) -> dict[str, Any]:
@@ -286,7 +264,7 @@ def _cells(record: Mapping[str, Any], number: int) -> dict[str, Any]:
     return {
         "task_id": None if task_id is None else _text(task_id),
         "repeat_idx": finite_number(record.get("repeat_idx")),
-        "status": str(status) if status is None or isinstance(status, str) else _dumps(status),
+        "status": str(status) if status is None or isinstance(status, str) else dumps(status),
         "termination_reason": _text(reason) if reason else None,
         "score": report_score(record),
         "duration_s": finite_number(timing.get("duration_s")),
@@ -329,9 +307,9 @@ def _detail(rows: RunRows, record: Mapping[str, Any], number: int, cap: int) -> 
     parts.append(f'"config":{_config(rows, record.get("config"))}')
     usage = {k: v for k, v in _mapping(record.get("usage")).items() if k not in _IN_COLUMNS}
     if usage:
-        parts.append(f'"usage":{_dumps(usage)}')
+        parts.append(f'"usage":{dumps(usage)}')
     if truncated:
-        parts.append(f'"truncated":{_dumps(truncated)},"cap":{cap}')
+        parts.append(f'"truncated":{dumps(truncated)},"cap":{cap}')
     return "{" + ",".join(parts) + "}", bool(truncated)
 
 
@@ -360,19 +338,19 @@ def fit_text(value: Any, cap: int) -> tuple[str, bool]:
     head, long lists their first and last items (an agent's last messages are often what went
     wrong), with markers saying what was left out; as a last resort the value becomes the head
     of its JSON text (cut so that its own JSON, escapes and all, fits), or null."""
-    text = _dumps(value)
+    text = dumps(value)
     if len(text) <= cap:
         return text, False
     try:
         for longest, most in _SHRINK_STEPS:
-            small = _dumps(shrink(value, longest, most))
+            small = dumps(shrink(value, longest, most))
             if len(small) <= cap:
                 return small, True
     except RecursionError:  # too deep to shrink: its head, below
         pass
     head = text[: max(0, cap - 22)]  # 22: the length of {"_truncated_json":""}
     while head:
-        small = _dumps({"_truncated_json": head})
+        small = dumps({"_truncated_json": head})
         if len(small) <= cap:
             return small, True
         # Escapes made it longer: cut the head in proportion (it shrinks on every turn).

@@ -27,10 +27,8 @@ import random
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from os import PathLike
 from typing import Any
 
-from ..engine.results import read_records
 from .summary import Z_95, Summary, report_score, summarize
 
 RESAMPLES = 10_000
@@ -47,7 +45,7 @@ class Comparison:
     """Run B measured against run A (see the module docstring for the statistics).
 
     Lists of pairs are sorted by task_id then repeat_idx. `as_dict()` is the JSON form, with keys:
-    label_a, label_b (what the runs are called: their paths from `compare_files`); a, b (each run's
+    label_a, label_b (what the runs are called: their paths from `asynceval compare`); a, b (each run's
     own `Summary.as_dict()`: pass_rate, pass_rate_ci95, scored, ...); n_pairs (pairs scored in both
     runs); mean_a, mean_b, difference (B − A) and difference_ci95 ([low, high]), all None without
     pairs; interval_method ("paired bootstrap", "normal approximation" or None); resamples and
@@ -110,18 +108,6 @@ class Comparison:
             "scored_in_b_only": pairs(self.scored_in_b_only),
             "scored_in_neither": pairs(self.scored_in_neither),
         }
-
-
-def compare_files(path_a: str | PathLike[str], path_b: str | PathLike[str]) -> Comparison:
-    """`compare_runs` of two results files, labelled by their paths; damaged lines (a line cut
-    short by a kill) are skipped and counted in each side's `damaged_lines`. Raises OSError when
-    a file cannot be read; an empty file compares as a run without reports."""
-    records_a, damaged_a = read_records(path_a)
-    records_b, damaged_b = read_records(path_b)
-    comparison = compare_runs(records_a, records_b, label_a=str(path_a), label_b=str(path_b))
-    comparison.a.damaged_lines = damaged_a
-    comparison.b.damaged_lines = damaged_b
-    return comparison
 
 
 def compare_runs(

@@ -84,20 +84,14 @@ def check_events(events: Iterable[dict[str, Any]], limit: int | None = None) -> 
     `task_retry` for its task_id and repeat_idx: it timed out or was re-run while the call slept
     out the 429). Anything else left at the end of a run is unresolved.
     """
-    check = LogCheck(limit=limit)
-    waits: list[float] = []
-    helds: list[float] = []
+    replays = []
     for run in _runs(events):
-        replay = _Replay(check, limit, run[0], waits, helds)
-        for event in _in_time_order(run):
+        replay = RunReplay(limit)
+        for event in in_time_order(run):
             replay.feed(event)
         replay.finish()
-    check.limit_held = all(run["limit_held"] for run in check.runs)
-    check.queue_wait_p50_s = percentile(waits, 0.5)
-    check.queue_wait_p95_s = percentile(waits, 0.95)
-    check.held_p50_s = percentile(helds, 0.5)
-    check.held_p95_s = percentile(helds, 0.95)
-    return check
+        replays.append(replay)
+    return combine(replays, limit)
 
 
 def _runs(events: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
@@ -112,13 +106,13 @@ def _runs(events: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
         yield run
 
 
-def _in_time_order(run: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def in_time_order(run: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A run's events in the order they happened. One process writes them in that order; a
     cluster run's workers' events reach the caller's file in arrival order, which can put one
     worker's `acquired` before the `released` on another worker that made room for it, so those
     are ordered by their timestamps (the workers' clocks; on one machine, one clock), a
     `released` first on a tie."""
-    if not any("worker" in event for event in run[1:]):
+    if not any(is_cluster_event(event, first=False) for event in run[1:]):
         return run
     head, rest = run[:1], run[1:]
     return head + sorted(
@@ -232,14 +226,9 @@ class _Replay:
         check.unbalanced += [c for c, n in self.in_flight.items() if n > 0]
 
 
-def in_time_order(run: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A run's events in the order `check_events` replays them (see `_in_time_order`)."""
-    return _in_time_order(run)
-
-
 def is_cluster_event(event: dict[str, Any], first: bool) -> bool:
     """Whether `event` makes its run a cluster run, replayed in time order: a `worker` on any
-    event but the run's first (as `_in_time_order` decides)."""
+    event but the run's first (see `in_time_order`)."""
     return not first and "worker" in event
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import html
-import json
 import os
 import re
 import secrets
@@ -36,7 +35,7 @@ from typing import IO, Any
 from .. import __version__
 from ..events import NO_LLM_CALLS_ADVICE
 from ._view_events import read_events_view
-from ._view_rows import BUDGET, ROW_CAP, DetailBudget, ViewError, count_lines, finite, read_rows
+from ._view_rows import BUDGET, ROW_CAP, DetailBudget, ViewError, count_lines, dumps, read_rows
 from .compare import compare_runs
 from .summary import summarize
 
@@ -58,11 +57,7 @@ def script_json(value: Any) -> str:
     """`value` as JSON that is safe inside a `<script>` element: `<`, `>` and `&` (which only
     occur inside JSON strings) are written as \\u escapes, so `</script>` or `<!--` in the data
     cannot end or change the element; the text parses back to the same value."""
-    try:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except ValueError:  # NaN or infinity (a hand-edited file): JSON.parse would reject them
-        text = json.dumps(finite(value), ensure_ascii=False, separators=(",", ":"))
-    return escape_script_text(text)
+    return escape_script_text(dumps(value))
 
 
 def escape_script_text(text: str) -> str:

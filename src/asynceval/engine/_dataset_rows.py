@@ -6,7 +6,6 @@ CSV/TSV readers open nothing until iterated; a Hugging Face source imports `data
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import importlib
 import json
@@ -110,17 +109,13 @@ def json_rows(path: str, query: str) -> Iterator[Row]:
 def csv_rows(source: Origin, tsv: bool, check: Check) -> Iterator[Row]:
     """Rows of a CSV/TSV file as dicts, each named by the line it starts on."""
     path = source.name
-    # Long-context rows hold values far above the csv module's 128 KiB default limit.
-    limit = csv.field_size_limit(_MOST_CSV_FIELD)
-    with contextlib.ExitStack() as stack:
-        stack.callback(csv.field_size_limit, limit)
-        file = stack.enter_context(open(path, "rb"))
+    with open(path, "rb") as file:
         reader = csv.reader(text_lines(path, file), delimiter="\t" if tsv else ",")
         header: list[str] | None = None
         try:
             while True:
                 start = reader.line_num + 1  # a quoted value may span lines: name the first
-                values = next(reader, None)
+                values = _next_row(reader)
                 if values is None:
                     return
                 if not values:
@@ -139,6 +134,17 @@ def csv_rows(source: Origin, tsv: bool, check: Check) -> Iterator[Row]:
                     yield f"{path}:{start}", dict(zip(header, values, strict=True))
         except csv.Error as exc:
             raise TaskSpecError(f"{path}:{reader.line_num}: not valid CSV ({exc})") from None
+
+
+def _next_row(reader: Iterator[list[str]]) -> list[str] | None:
+    """The reader's next row. The csv module's field size limit is process-wide: it is raised
+    for this one read only (long-context rows hold values far above its 128 KiB default), so a
+    paused generator never leaves it changed for the rest of the process."""
+    limit = csv.field_size_limit(_MOST_CSV_FIELD)
+    try:
+        return next(reader, None)
+    finally:
+        csv.field_size_limit(limit)
 
 
 def text_lines(path: str, file: IO[bytes], hint: str = "") -> Iterator[str]:

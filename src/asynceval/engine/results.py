@@ -73,19 +73,34 @@ def encode_line(record: Mapping[str, Any]) -> bytes:
     return text.encode("utf-8", errors="replace") + b"\n"
 
 
-def iter_records(path: str | PathLike[str]) -> Iterator[dict[str, Any] | None]:
-    """Each line of a results file as a dict, or None for a damaged one (a line cut short by a
-    kill, even inside a multi-byte character, or not an object); read one line at a time."""
+def json_lines(
+    path: str | PathLike[str], start: int = 0, stop: int | None = None
+) -> Iterator[tuple[int, int, Any]]:
+    """(line number, byte offset, value) of each non-blank line of the file at `path` from byte
+    `start` (line numbers counted from there) to `stop`, read one line at a time; the value is
+    None for a line that is not JSON (cut short by a kill, even inside a multi-byte character;
+    not UTF-8; nested too deep to read). Raises OSError when the file cannot be read."""
+    offset = start
     with open(path, "rb") as file:
-        for line in file:
+        file.seek(start)
+        for number, line in enumerate(file, start=1):
+            here, offset = offset, offset + len(line)
+            if stop is not None and here >= stop:
+                return
             if not line.strip():
                 continue
-            try:
-                record = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                yield None
-                continue
-            yield record if isinstance(record, dict) else None
+            try:  # as text: json.loads would first work out the bytes' encoding, line by line
+                value = json.loads(line.decode("utf-8-sig"))
+            except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError
+                value = None
+            yield number, here, value
+
+
+def iter_records(path: str | PathLike[str]) -> Iterator[dict[str, Any] | None]:
+    """Each line of a results file as a dict, or None for a damaged one (see `json_lines`, or
+    not an object); read one line at a time."""
+    for _, _, record in json_lines(path):
+        yield record if isinstance(record, dict) else None
 
 
 def read_records(path: str | PathLike[str]) -> tuple[list[dict[str, Any]], int]:
