@@ -83,3 +83,18 @@ def test_env_example_documents_every_setting() -> None:
     example = (Path(__file__).parents[1] / ".env.example").read_text()
     for name in Settings.model_fields:
         assert f"{name.upper()}=" in example, name
+
+
+@pytest.mark.parametrize("value", ["", "   "])
+def test_a_blank_cache_folder_is_no_cache(value: str) -> None:
+    assert Settings(llm_cache_dir=value).llm_cache_dir is None
+
+
+def test_a_cache_folder_is_absolute_and_never_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert Settings(llm_cache_dir="cache").llm_cache_dir == str(tmp_path / "cache")
+    (tmp_path / "taken").write_text("a file")
+    with pytest.raises(ConfigError, match="LLM_CACHE_DIR must be a folder"):
+        Settings(llm_cache_dir="taken")

@@ -227,3 +227,43 @@ def test_events_of_two_threads_with_their_own_loops_are_all_whole_lines(log_file
     assert len(parsed) == 2 * per_thread
     for name in ("a", "b"):
         assert [r["n"] for r in parsed if r.get("thread") == name] == list(range(per_thread))
+
+
+def test_a_warning_about_a_lost_line_may_itself_write_an_event(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first lost line warns; an application that turns warnings into events (a
+    `showwarning` hook, `logging.captureWarnings` with a handler that emits) writes from inside
+    that warning: the log's lock is not held then, so it does not deadlock."""
+    from asynceval._writer import AppendOnlyFile
+
+    configure_logging(Settings(log_file=str(tmp_path / "events.jsonl")))
+    monkeypatch.setattr(_event_output, "_write_failures", 0)
+    refused = []
+
+    def refuse(self: AppendOnlyFile, data: bytes) -> int:
+        refused.append(data)
+        raise OSError(28, "No space left on device", self.path)
+
+    def as_event(message: Any, *args: Any, **kwargs: Any) -> None:
+        events.emit("warning_seen", message=str(message))
+
+    monkeypatch.setattr(AppendOnlyFile, "write", refuse)
+    monkeypatch.setattr(warnings, "showwarning", as_event)
+    done = threading.Event()
+
+    def emit() -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.showwarning = as_event
+            events.emit("probe", n=0)
+        done.set()
+
+    try:
+        threading.Thread(target=emit, daemon=True).start()
+        assert done.wait(5), "writing an event from the lost-line warning deadlocked"
+        assert len(refused) == 2  # the probe, then the warning's own event (lost too)
+        assert events.write_failures() == 2
+    finally:
+        monkeypatch.undo()
+        configure_logging(Settings(log_level="DEBUG"), stream=io.StringIO())

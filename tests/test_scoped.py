@@ -43,3 +43,10 @@ async def test_bound_fields_stay_in_their_own_task() -> None:
             group.start_soon(one, "b")
         assert events.context_value("run") == "r1"
     assert seen == {"a": "a", "b": "b", "a-after": None, "b-after": None}
+
+
+def test_bound_fields_are_those_around_the_block_when_it_is_entered() -> None:
+    block = events.bind_context(task_id="t1")  # made outside any binding
+    with events.bind_context(run_id="r1"), block:
+        assert (events.context_value("run_id"), events.context_value("task_id")) == ("r1", "t1")
+    assert events.context_value("run_id") is None

@@ -193,8 +193,18 @@ def _count_failure(what: str, exc: Exception, lines: int = 1) -> None:
 
 def bind_context(**values: Any) -> Scoped[dict[str, Any]]:
     """A `with` block binding fields (task_id, repeat_idx, agent, dimension ...) to every event
-    written inside it, on top of those bound around it."""
-    return Scoped(_bound, {**_bound.get(), **values})
+    written inside it, on top of those bound where it is entered."""
+    return _Binding(_bound, values)
+
+
+class _Binding(Scoped[dict[str, Any]]):
+    """`bind_context`'s block: the fields bound around it are read when it is entered."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> dict[str, Any]:
+        self._value = {**_bound.get(), **self._value}
+        return super().__enter__()
 
 
 def bound_fields() -> dict[str, Any]:

@@ -71,7 +71,6 @@ class EventLog:
         )
         self._file = output if isinstance(output, AppendOnlyFile) else None
         self._on_error = on_error
-        self.batching = 0
         self._forked()
 
     def _forked(self) -> None:
@@ -112,39 +111,48 @@ class EventLog:
                 self._on_error(exc, 1)
             return
         loop = _running_loop() if self.batching else None
+        failure, flush_on = None, None
         with self._lock:
             self._pending.append(line)
             if loop is None or len(self._pending) >= _MOST_WAITING:
-                self._write_pending()
-                return
-            if loop in self._flush_on:
-                return
-            self._flush_on.add(loop)
-        loop.call_soon(self._flush_for, loop)
+                failure = self._write_pending()
+            elif loop not in self._flush_on:
+                self._flush_on.add(loop)
+                flush_on = loop
+        if failure is not None:
+            self._on_error(*failure)
+        if flush_on is not None:
+            flush_on.call_soon(self._flush_for, flush_on)
 
     def _flush_for(self, loop: asyncio.AbstractEventLoop) -> None:
         with self._lock:
             self._flush_on.discard(loop)
-            self._write_pending()
+            failure = self._write_pending()
+        if failure is not None:
+            self._on_error(*failure)
 
     def flush(self) -> None:
         """Write the lines still waiting for their loop turn to end (a run's end, exit)."""
         with self._lock:
-            self._write_pending()
+            failure = self._write_pending()
+        if failure is not None:
+            self._on_error(*failure)
 
-    def _write_pending(self) -> None:
+    def _write_pending(self) -> tuple[Exception, int] | None:
         """Write every waiting line in one write (lock held); on failure they are all lost (a
-        full disk takes none of them: an AppendOnlyFile writes whole or not at all) and
-        reported to `on_error`."""
+        full disk takes none of them: an AppendOnlyFile writes whole or not at all): the error
+        and their number are returned, for `on_error` once the lock is released (its warning
+        may reach code that writes an event)."""
         lines, self._pending = self._pending, []
         if not lines or self._file is None:
-            return
+            return None
         lost = len(lines)
         lines.append("")
         try:
             self._file.write("\n".join(lines).encode("utf-8", "replace"))
         except Exception as exc:
-            self._on_error(exc, lost)
+            return exc, lost
+        return None
 
     def close(self) -> None:
         """Write what is waiting, then close a LOG_FILE this log opened (a stream is the

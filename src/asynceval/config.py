@@ -125,8 +125,8 @@ class Settings(BaseSettings):
     @field_validator("llm_cache_dir")
     @classmethod
     def _a_folder(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
+        if value is None or not value.strip():
+            return None  # empty: no cache, as an empty LLM_CACHE_DIR in the environment is
         path = os.path.expanduser(value)
         if os.path.exists(path) and not os.path.isdir(path):
             raise ValueError(f"LLM_CACHE_DIR must be a folder, got {value!r} (a file)")

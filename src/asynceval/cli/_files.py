@@ -39,7 +39,7 @@ def open_events_file(path: Path) -> AppendOnlyFile:
 
 def quiet_events_warning(file: AppendOnlyFile) -> None:
     """Drop the events module's "could not write" RuntimeWarning (several lines with a source
-    line) once `stream` has failed: the run reports that failure itself, in one line. Warnings
+    line) once `file` has failed: the run reports that failure itself, in one line. Warnings
     for any other reason (say, a progress observer that raised) still show."""
 
     def quiet(message: Warning | str, category: type[Warning]) -> bool:

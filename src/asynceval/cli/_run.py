@@ -130,12 +130,12 @@ def run_command(args: argparse.Namespace) -> int:
     runtime = bench.runtime
     if args.repeats is not None:
         bench.n_task_repeats = args.repeats
-    stream = _events_stream(out, runtime.settings)
+    events_file = _events_file(out, runtime.settings)
     total = _total(tasks, bench)
     mode: Mode = "quiet" if args.quiet else ("live" if sys.stdout.isatty() else "plain")
     progress = Progress(bench.controller or runtime.limiter, total, mode, sys.stdout)
     started = time.monotonic()
-    if interrupted := _run(args, bench, tasks, out, progress, stream, backend):
+    if interrupted := _run(args, bench, tasks, out, progress, events_file, backend):
         return interrupted
     try:
         if progress.stream_error is not None:
@@ -154,7 +154,7 @@ def run_command(args: argparse.Namespace) -> int:
     return status
 
 
-def _events_stream(out: Path, settings: Settings) -> AppendOnlyFile:
+def _events_file(out: Path, settings: Settings) -> AppendOnlyFile:
     """DIR/events.jsonl, opened and made the destination of every event from now on (the file
     itself, so that the lines of a loop turn go in one write and its `error` is watched)."""
     file = open_events_file(out / "events.jsonl")
@@ -169,14 +169,14 @@ def _run(
     tasks: Iterable[Any],
     out: Path,
     progress: Progress,
-    stream: AppendOnlyFile,
+    events_file: AppendOnlyFile,
     backend: Backend | None,
 ) -> int:
     """Run the benchmark: 0 when it ran to the end, 130 when Ctrl-C stopped it. A results or
     events file the disk refused (the run stops at once) is a CLIError: one line, exit 2."""
     try:
         resume = args.resume is not None
-        stopped = anyio.run(_execute, bench, tasks, out, resume, progress, stream, backend)
+        stopped = anyio.run(_execute, bench, tasks, out, resume, progress, events_file, backend)
     except KeyboardInterrupt:
         print(
             f"interrupted: {progress.done} repetitions finished and are in {out}; "
@@ -197,8 +197,8 @@ def _run(
                 ) from None
             raise CLIError(str(refused)) from None
         raise CLIError(failure_line(error, True, args.target, out)) from None
-    if stream.error is not None:
-        raise CLIError(failure_line(stream.error, stopped, args.target, out))
+    if events_file.error is not None:
+        raise CLIError(failure_line(events_file.error, stopped, args.target, out))
     return 0
 
 
@@ -283,7 +283,7 @@ async def _execute(
     out: Path,
     resume: bool,
     progress: Progress,
-    stream: AppendOnlyFile,
+    events_file: AppendOnlyFile,
     backend: Backend | None = None,
 ) -> bool:
     """The run with its progress display; True if it was stopped because the events file
@@ -294,7 +294,7 @@ async def _execute(
             tg.start_soon(progress.show)
             try:
                 with anyio.CancelScope() as run_scope:
-                    tg.start_soon(stop_when_broken, stream, run_scope)
+                    tg.start_soon(stop_when_broken, events_file, run_scope)
                     await bench.run(
                         tasks,
                         results_path=out / "results.jsonl",

@@ -20,7 +20,7 @@ import httpx
 
 from .. import events
 from ..llm.gateway import Lease
-from ..runtime import from_thread
+from ..runtime import from_thread, spawn
 from ._usage import StreamUsage
 
 _DROPPED = frozenset({"content-encoding", "content-length", "transfer-encoding"})
@@ -152,7 +152,7 @@ class LeasedStream(httpx.AsyncByteStream):
             await self._response.aclose()
         complete, self.on_complete = self.on_complete, None  # once
         if complete is not None:
-            body = b"".join(self._read)
+            body, self._read = b"".join(self._read), []
             if _finished(body):
                 await complete(body)
 
@@ -162,19 +162,12 @@ class LeasedStream(httpx.AsyncByteStream):
         tokens read so far, the response closed and its pool entry left, on its loop."""
         loop, response = self._loop, self._response
 
-        def close() -> None:
-            task = loop.create_task(response.aclose())
-            _closing.add(task)  # a loop keeps only weak references to its tasks
-            task.add_done_callback(_closing.discard)
-
-        _finish_later(self._holder, loop, self._usage, close)
-
-
-_closing: set[asyncio.Task[None]] = set()  # responses being closed on their loops
+        _finish_later(self._holder, loop, self._usage, lambda: spawn(loop, response.aclose()))
 
 
 _LAST_EVENTS = (b"data: [DONE]", b"event: message_stop", b"event: response.completed")
-_ERROR_EVENTS = (b"event: error", b'data: {"error"', b"event: response.failed")
+# At a line's start: an answer whose text mentions "event: error" is still a whole answer.
+_ERROR_EVENTS = (b"\nevent: error", b'\ndata: {"error"', b"\nevent: response.failed")
 
 
 def _finished(body: bytes) -> bool:
@@ -183,8 +176,9 @@ def _finished(body: bytes) -> bool:
     `response.completed`; an SDK stops reading there, so the body's own end proves nothing, and a
     stream cut short lacks it) and hold no error event."""
     tail = body[-2048:]
+    lines = b"\n" + body  # the first event starts a line too
     return any(last in tail for last in _LAST_EVENTS) and not any(
-        error in body for error in _ERROR_EVENTS
+        error in lines for error in _ERROR_EVENTS
     )
 
 

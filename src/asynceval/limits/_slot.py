@@ -76,8 +76,7 @@ class Slot:
             )
             raise
         self._acquired_at = time.monotonic()
-        now = time.monotonic()
-        self.wait_s = now - started
+        self.wait_s = self._acquired_at - started
         events.acquired(
             agent=self.agent,
             dimension=self.dimension,

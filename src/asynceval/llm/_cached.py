@@ -20,7 +20,7 @@ from collections.abc import Iterable
 
 from .. import events
 from ..runtime import CachedAnswer, CallCache
-from .gateway import _call_id
+from .gateway import _call_id, caller
 from .types import Usage
 from .usage import current_usage
 
@@ -58,7 +58,7 @@ class CacheUse:
             occurrence = counter.requests_seen.get(request, 0)
             counter.requests_seen[request] = occurrence + 1
         scope = (events.context_value("task_id"), events.context_value("repeat_idx"), occurrence)
-        self.key = cache.key(method, url, body, headers, scope)
+        self.key = cache.scoped(request, scope)
 
     async def lookup(self) -> CachedAnswer | None:
         return await self.cache.load(self.key, self.method, self.url)
@@ -72,11 +72,11 @@ class CacheUse:
             counter.llm_calls += 1
             counter.cache_hits += 1
             if usage is not None:
-                counter.prompt_tokens += usage.prompt_tokens
-                counter.completion_tokens += usage.completion_tokens
+                counter.add_tokens(usage)
+        agent, dimension = caller(agent, dimension)
         events.cache_hit(
-            agent=agent if agent is not None else events.context_value("agent"),
-            dimension=dimension if dimension is not None else events.context_value("dimension"),
+            agent=agent,
+            dimension=dimension,
             call_id=_call_id(),
             url=self.url,
             key=self.key[:16],

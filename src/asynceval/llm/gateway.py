@@ -121,8 +121,7 @@ class Lease:
                 elif not self.kept:
                     self._limiter.settle(self._reservation, 0)
             if usage is not None and self._usage is not None:
-                self._usage.prompt_tokens += usage.prompt_tokens
-                self._usage.completion_tokens += usage.completion_tokens
+                self._usage.add_tokens(usage)
         finally:
             self._slot.release()
 
@@ -204,6 +203,15 @@ def _call_id() -> str:
     return f"{_process_tag}{next(_call_ids):08x}"
 
 
+def caller(agent: str | None, dimension: str | None) -> tuple[str | None, str | None]:
+    """The (agent, dimension) a call is made for: those given, else those bound to the events
+    of this context (`events.bind_context`, as the engine and `SyncAgent` do)."""
+    return (
+        agent if agent is not None else events.context_value("agent"),
+        dimension if dimension is not None else events.context_value("dimension"),
+    )
+
+
 def _completion_usage(result: object) -> Usage | None:
     return result.usage if isinstance(result, Completion) else None
 
@@ -271,8 +279,7 @@ class Gateway:
         attempt kept its lease reports them when it releases it.
         """
         call = _Call(
-            agent if agent is not None else events.context_value("agent"),
-            dimension if dimension is not None else events.context_value("dimension"),
+            *caller(agent, dimension),
             _call_id(),
             time.monotonic(),
             current_usage(),

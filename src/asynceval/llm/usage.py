@@ -11,6 +11,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from .._scoped import Scoped
+from .types import Usage
 
 
 @dataclass
@@ -26,6 +27,11 @@ class UsageCounter:
     cache_hits: int = 0
     # Requests made so far, by cache key: the model-call cache tells the n-th identical one apart.
     requests_seen: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+
+    def add_tokens(self, usage: Usage) -> None:
+        """Count the tokens an answer reports."""
+        self.prompt_tokens += usage.prompt_tokens
+        self.completion_tokens += usage.completion_tokens
 
     def as_dict(self) -> dict[str, int]:
         return {

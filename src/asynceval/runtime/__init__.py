@@ -3,7 +3,7 @@
 from .._writer import Writer
 from .._writer import writer as process_writer
 from ._bridge import Bridge, bridge_scope, current_bridge, from_thread
-from ._pools import EndpointKey, create_client, transport_of
+from ._pools import EndpointKey, create_client, spawn, transport_of
 from ._runtime import Runtime
 from ._runtime import _reset_default as _reset_default
 from .cache import CachedAnswer, CallCache
@@ -20,5 +20,6 @@ __all__ = [
     "current_bridge",
     "from_thread",
     "process_writer",
+    "spawn",
     "transport_of",
 ]

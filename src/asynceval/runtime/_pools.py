@@ -22,8 +22,8 @@ import contextlib
 import threading
 import urllib.request
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
 
@@ -133,13 +133,19 @@ async def _close_at_loop_end(pools: _LoopPools) -> AsyncGenerator[None]:
         await pools.close(lambda key, entry: True)
 
 
-_closing: set[asyncio.Task[None]] = set()  # a loop keeps only weak references to its tasks
+_spawned: set[asyncio.Task[Any]] = set()  # a loop keeps only weak references to its tasks
+
+
+def spawn(loop: asyncio.AbstractEventLoop, work: Coroutine[Any, Any, Any]) -> None:
+    """Run `work` as a task of `loop` (from its own thread), kept alive until it ends: closing
+    clients or responses that nobody awaits."""
+    task = loop.create_task(work)
+    _spawned.add(task)
+    task.add_done_callback(_spawned.discard)
 
 
 def _close_later(loop: asyncio.AbstractEventLoop, pools: _LoopPools) -> None:
-    task = loop.create_task(pools.close(lambda key, entry: True))
-    _closing.add(task)
-    task.add_done_callback(_closing.discard)
+    spawn(loop, pools.close(lambda key, entry: True))
 
 
 class Pools:

@@ -57,16 +57,6 @@ class CallCache:
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory).expanduser()
         self.store_failures = 0  # stores the disk refused (the first one is a warning event)
-        self._executor: ThreadPoolExecutor | None = None
-        self._pid = os.getpid()
-        self._lock = threading.Lock()
-
-    def _run(self, function: Any, *args: Any) -> asyncio.Future[Any]:
-        with self._lock:
-            if self._executor is None or self._pid != os.getpid():  # a forked child: new threads
-                self._executor = ThreadPoolExecutor(_THREADS, thread_name_prefix="asynceval-cache")
-                self._pid = os.getpid()
-            return asyncio.wrap_future(self._executor.submit(function, *args))
 
     def __repr__(self) -> str:
         return f"CallCache({str(self.directory)!r})"
@@ -77,11 +67,9 @@ class CallCache:
         url: str,
         body: bytes,
         headers: Iterable[tuple[str, str]] = (),
-        scope: Sequence[Any] = (),
     ) -> str:
         """The entry name of a request (hex SHA-256); `headers` may hold any headers: only
-        `KEY_HEADERS` count, whatever their case. `scope` (JSON values) tells apart requests that
-        are the same but must not share an answer (a repetition's, its n-th of the kind)."""
+        `KEY_HEADERS` count, whatever their case."""
         kept = sorted(
             (name.lower(), value) for name, value in headers if name.lower() in KEY_HEADERS
         )
@@ -89,21 +77,25 @@ class CallCache:
         digest = hashlib.sha256(head.encode("utf-8"))
         digest.update(b"\n")
         digest.update(body)
-        if scope:
-            digest.update(b"\n" + json.dumps(list(scope)).encode("utf-8"))
         return digest.hexdigest()
+
+    @staticmethod
+    def scoped(key: str, scope: Sequence[Any]) -> str:
+        """`key` told apart by `scope` (JSON values): requests that are the same but must not
+        share an answer (a repetition's, its n-th of the kind); the body is not hashed again."""
+        return hashlib.sha256(f"{key}\n{json.dumps(list(scope))}".encode()).hexdigest()
 
     def path(self, key: str) -> Path:
         return self.directory / key[:2] / key
 
     async def load(self, key: str, method: str, url: str) -> CachedAnswer | None:
         """The answer stored for `key` if there is a readable one for this method and URL."""
-        result: CachedAnswer | None = await self._run(self._load, key, method, url)
+        result: CachedAnswer | None = await _run(self._load, key, method, url)
         return result
 
     async def store(self, key: str, method: str, url: str, answer: CachedAnswer) -> None:
         """Store `answer` for `key` (replacing any entry); raises OSError if the disk refuses."""
-        await self._run(self._store, key, method, url, answer)
+        await _run(self._store, key, method, url, answer)
 
     def _load(self, key: str, method: str, url: str) -> CachedAnswer | None:
         try:
@@ -145,3 +137,25 @@ class CallCache:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
             raise
+
+
+# One small pool for every cache of the process (made on first use, renewed in a forked child,
+# whose copy of the parent's threads does not run).
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def _run(function: Any, *args: Any) -> asyncio.Future[Any]:
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(_THREADS, thread_name_prefix="asynceval-cache")
+        return asyncio.wrap_future(_executor.submit(function, *args))
+
+
+def _forget_executor() -> None:
+    global _executor, _executor_lock
+    _executor, _executor_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_executor)
