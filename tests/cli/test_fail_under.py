@@ -84,20 +84,29 @@ def test_a_bad_rate_is_a_usage_error(run_dir: Path, rate: str, message: str) -> 
 
 
 CRASHY = """
-from asynceval import Benchmark, Task
-from asynceval.errors import AgentError
+import anyio
+
+from asynceval import Benchmark, Task, TaskProtocol
+from asynceval.errors import AgentError, UserError
 
 
 class Crashy(Benchmark):
     def default_tasks(self):
-        return [Task(query=str(i), id=f"t{i}") for i in range(10)]
+        return [
+            Task(query=str(i), id=f"t{i}", protocol=TaskProtocol(timeout_seconds=0.2))
+            for i in range(10)
+        ]
 
     def setup_agents(self, agent_data, environment, task, user):
-        def agent(query):
+        async def agent(query):
             if query == "0":
                 return "fine"
             if query in ("1", "2"):
                 raise RuntimeError("an error nobody owns")  # unknown_execution_error
+            if query == "3":
+                raise UserError("the simulated user broke")  # user_error
+            if query == "4":
+                await anyio.sleep(5)  # task_timeout
             raise AgentError("the agent gave up")
 
         return [agent], {}
@@ -108,15 +117,16 @@ class Crashy(Benchmark):
 
 
 def test_agent_errors_count_as_failures_and_the_rest_is_said(tmp_path: Path) -> None:
-    """1 pass, 7 agent errors, 2 infrastructure errors: 1/8, not the summary's 1/1."""
+    """1 pass, 5 agent errors, 1 user error, 2 infrastructure errors, 1 timeout: 1/7, not the
+    summary's 1/1."""
     (tmp_path / "crashy.py").write_text(CRASHY)
     done = asynceval("run", "crashy.py", "--quiet", "--fail-under", "50%", cwd=tmp_path)
     assert done.returncode == 1
     assert done.stderr.strip() == (
-        "asynceval: pass rate 1/8 = 12.5% (7 agent or user errors counted as failures) is below "
-        "--fail-under 50% (not scored: 2 infrastructure errors, 0 timeouts)"
+        "asynceval: pass rate 1/7 = 14.3% (6 agent or user errors counted as failures) is below "
+        "--fail-under 50% (not scored: 2 infrastructure errors, 1 timeouts)"
     )
     (run_dir,) = (tmp_path / "results").iterdir()
     done = asynceval("report", str(run_dir), "--fail-under", "0.1", cwd=tmp_path)
     assert done.returncode == 0
-    assert "pass rate 1/8 = 12.5% (7 agent or user errors counted as failures) meets" in done.stdout
+    assert "pass rate 1/7 = 14.3% (6 agent or user errors counted as failures) meets" in done.stdout

@@ -299,13 +299,25 @@ async def test_two_runs_writing_one_file_at_once_each_return_only_their_own(
     path = tmp_path / "shared.jsonl"
     got: dict[str, RunReports] = {}
 
+    class Yielding(Instant):
+        async def setup_agents(
+            self, agent_data: Any, environment: Any, task: Task, user: Any
+        ) -> Any:
+            async def agent(query: Any) -> Any:
+                await anyio.sleep(0.001 * (int(query[3:]) % 5))  # "q-A7": the runs take turns
+                return query
+
+            return [agent], {}
+
     async def run(prefix: str) -> None:
         ids = [f"{prefix}{i}" for i in range(20)]
-        got[prefix] = await Instant().run(tasks(*ids), results_path=path)
+        got[prefix] = await Yielding().run(tasks(*ids), results_path=path)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(run, "A")
         tg.start_soon(run, "B")
+    order = "".join(r["task_id"][0] for r in read_records(path)[0] if "task_id" in r)
+    assert "AB" in order and "BA" in order, order  # the two runs' lines really interleave
     for prefix in ("A", "B"):
         assert pairs(got[prefix]) == {(f"{prefix}{i}", 0) for i in range(20)}
 

@@ -22,6 +22,11 @@ from ..conftest import EventLog
 SECRET = "sk-test-cachekey-0123456789abcdef"
 
 
+def entries(cache: Path) -> list[Path]:
+    """The files in a cache folder."""
+    return [p for p in cache.rglob("*") if p.is_file()]
+
+
 def served(base_url: str) -> int:
     """The provider's own count of requests it answered."""
     stats = httpx.get(base_url.removesuffix("/v1") + "/stats", timeout=5).json()
@@ -99,9 +104,9 @@ async def test_entries_never_mix_between_base_urls_nor_hold_the_key(
         assert served(base_url) == 6  # another base URL: nothing answered from the first's
         await Sums(same_server_other_name).run(sums(3))
         assert served(base_url) == 6
-    entries = [p for p in cache.rglob("*") if p.is_file()]
-    assert len(entries) == 6
-    for entry in entries:
+    stored = entries(cache)
+    assert len(stored) == 6
+    for entry in stored:
         assert SECRET.encode() not in entry.read_bytes()
         assert b"authorization" not in entry.read_bytes().lower()
 
@@ -112,7 +117,7 @@ async def test_failed_calls_are_not_kept(sim_server: Callable[..., str], tmp_pat
     async with Runtime(Settings(llm_cache_dir=str(cache))):
         reports = await Sums(base_url).run(sums(2))
     assert {r["status"] for r in reports} != {"success"}
-    assert not cache.exists() or not [p for p in cache.rglob("*") if p.is_file()]
+    assert not cache.exists() or not entries(cache)
 
 
 async def test_sdk_calls_through_the_funnel_are_cached_streams_too(
@@ -153,15 +158,30 @@ def test_concurrent_writers_leave_one_whole_entry_and_damage_is_a_miss(tmp_path:
     key = cache.key("POST", "http://h/v1/x", b"{}")
     bodies = [bytes([65 + i]) * 200_000 for i in range(8)]
 
+    cache._store(key, "POST", "http://h/v1/x", CachedAnswer(200, "application/json", bodies[0]))
+    writing = threading.Event()
+    torn: list[int | None] = []  # what a reader saw that was not one writer's whole entry
+
+    def read() -> None:
+        while writing.is_set():
+            answer = cache._load(key, "POST", "http://h/v1/x")
+            if answer is None or answer.content not in bodies:
+                torn.append(None if answer is None else len(answer.content))
+
     def write(body: bytes) -> None:
-        for _ in range(5):
+        for _ in range(20):
             cache._store(key, "POST", "http://h/v1/x", CachedAnswer(200, "application/json", body))
 
+    writing.set()
+    reader = threading.Thread(target=read)
     threads = [threading.Thread(target=write, args=(body,)) for body in bodies]
-    for thread in threads:
+    for thread in [reader, *threads]:
         thread.start()
     for thread in threads:
         thread.join()
+    writing.clear()
+    reader.join()
+    assert torn == []  # readers during the writes saw whole entries only
     answer = cache._load(key, "POST", "http://h/v1/x")
     assert answer is not None and answer.content in bodies  # one writer's whole body
     assert [p.name for p in cache.path(key).parent.iterdir()] == [key]  # no temporary left
@@ -305,3 +325,90 @@ def test_credentials_in_the_query_string_are_not_part_of_the_key(tmp_path: Path)
 
     assert key("http://h/v1/x?key=a") == key("http://h/v1/x?key=b") == key("http://h/v1/x")
     assert key("http://h/v1/x?api-version=1&key=a") != key("http://h/v1/x?api-version=2&key=a")
+
+
+async def test_credentials_in_the_query_string_are_never_stored_nor_shown(
+    tmp_path: Path, event_log: EventLog
+) -> None:
+    from asynceval.llm._cached import CacheUse
+
+    use = CacheUse(CallCache(tmp_path), "POST", f"http://h/v1/x?key={SECRET}", b"{}")
+    await use.store(CachedAnswer(200, "application/json", b"{}"))
+    use.hit(None)
+    (entry,) = entries(tmp_path)
+    assert SECRET.encode() not in entry.read_bytes() and use.url == "http://h/v1/x"
+    assert SECRET not in "\n".join(event_log.lines())
+
+
+async def test_sdk_calls_that_fail_or_answer_an_error_are_not_kept(
+    sim_server: Callable[..., str], tmp_path: Path
+) -> None:
+    import openai
+
+    base_url = sim_server("--fault", "400=1.0")
+    cache = tmp_path / "cache"
+    async with Runtime(Settings(llm_cache_dir=str(cache), llm_base_url=base_url)):
+        client = openai_client()
+        for _ in range(2):
+            with pytest.raises(openai.BadRequestError):
+                await client.chat.completions.create(
+                    model="sim", messages=[{"role": "user", "content": "hi"}]
+                )
+    assert served(base_url) == 2
+    assert not cache.exists() or not entries(cache)
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [
+        ("application/json", b'{"error": {"message": "upstream failed"}}'),  # a 200 error body
+        (
+            "text/event-stream",
+            b'data: {"choices": []}\n\nevent: error\ndata: {}\n\ndata: [DONE]\n\n',
+        ),
+    ],
+)
+async def test_a_200_that_says_error_is_not_kept(
+    tmp_path: Path, content_type: str, body: bytes
+) -> None:
+    from asynceval.interop import http_client
+
+    asked: list[int] = []
+
+    def provider(request: httpx.Request) -> httpx.Response:
+        asked.append(1)
+        return httpx.Response(200, headers={"content-type": content_type}, content=body)
+
+    async with (
+        Runtime(Settings(llm_cache_dir=str(tmp_path / "cache"))),
+        http_client(transport=httpx.MockTransport(provider)) as client,
+    ):
+        for _ in range(2):
+            response = await client.post("http://h/v1/chat/completions", json={"model": "m"})
+            assert await response.aread() == body
+    assert len(asked) == 2
+
+
+async def test_two_tasks_asking_the_same_keep_their_own_entries(
+    sim_server: Callable[..., str], tmp_path: Path
+) -> None:
+    base_url = sim_server()
+    same = [
+        Task(query="What is 1 + 3?", id=task_id, evaluation_data={"expected": "4"})
+        for task_id in ("a", "b")
+    ]
+    async with Runtime(Settings(llm_cache_dir=str(tmp_path / "cache"))):
+        first = await Sums(base_url).run(same)
+    assert served(base_url) == 2 and [r["usage"]["cache_hits"] for r in first] == [0, 0]
+    assert len(entries(tmp_path / "cache")) == 2
+
+
+async def test_the_order_keyword_arguments_come_in_is_not_part_of_the_key(
+    sim_server: Callable[..., str], tmp_path: Path
+) -> None:
+    base_url = sim_server()
+    async with Runtime(Settings(llm_cache_dir=str(tmp_path / "cache"))):
+        model = OpenAIChatModel("sim", base_url=base_url)
+        first = await model.generate("What is 2 + 5?", temperature=0.5, max_tokens=20)
+        again = await model.generate("What is 2 + 5?", max_tokens=20, temperature=0.5)
+    assert served(base_url) == 1 and again.text == first.text

@@ -4,11 +4,12 @@ environment means the client must route the request."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import httpx
 import pytest
 
-from asynceval import LLMCallFailed, OpenAIChatModel
+from asynceval import LLMCallFailed, OpenAIChatModel, Runtime, Settings
 from asynceval.runtime import create_client, transport_of
 
 ANSWER = {
@@ -89,3 +90,19 @@ def test_the_transport_is_used_directly_only_without_a_proxy(
     route = proxied._transport_for_url(httpx.URL("https://provider.test/v1/chat/completions"))
     assert isinstance(route, httpx.AsyncHTTPTransport) and route is not proxied._transport
     assert transport_of(httpx.AsyncClient()) is None  # not one of ours
+
+
+async def test_a_proxy_from_the_environment_carries_the_models_calls(
+    sim_server: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With stock httpx and HTTP_PROXY set, the call goes through the client's routing to the
+    proxy (the simulator, which answers by path: a 404 naming the URL it was asked for)."""
+    base_url = sim_server()
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    monkeypatch.setenv("HTTP_PROXY", base_url.removesuffix("/v1"))
+    async with Runtime(Settings(llm_http_transport="httpx")):
+        model = OpenAIChatModel("sim", base_url="http://provider.invalid/v1")
+        with pytest.raises(LLMCallFailed, match=r"No route for POST http://provider\.invalid"):
+            await model.generate("What is 2 + 2?")
