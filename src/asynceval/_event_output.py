@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any, TextIO
 
-from ._eventlog import LEVELS, EventLog
+from ._eventlog import LEVELS, BoundFields, EventLog
 from ._redact import register_secret
 from ._scoped import Scoped
 from ._writer import AppendOnlyFile
@@ -203,7 +203,7 @@ class _Binding(Scoped[dict[str, Any]]):
     __slots__ = ()
 
     def __enter__(self) -> dict[str, Any]:
-        self._value = {**_bound.get(), **self._value}
+        self._value = BoundFields(_bound.get(), self._value)
         return super().__enter__()
 
 

@@ -24,14 +24,15 @@ from asyncio import _get_running_loop as _running_loop
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
-from ._redact import may_hold_secret, redact_secrets, scrub_value
+from ._jsonfast import encoder, scalar
+from ._redact import may_hold_secret, redact_secrets, scrub_value, secret_key
 from ._writer import AppendOnlyFile
 
 LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 _NAMES = {name: name.upper() for name in LEVELS}
 
 _MOST_WAITING = 256  # lines held for the end of a loop turn: a long turn still writes as it goes
-_encode = json.JSONEncoder(default=repr).encode  # what structlog's JSONRenderer did: repr() else
+_encode = encoder(default=repr)  # what structlog's JSONRenderer did: repr() else
 _stamp_cache: tuple[int, str] = (-1, "")
 
 
@@ -86,6 +87,11 @@ class EventLog:
         self, level: str, event: str, fields: Mapping[str, Any], bound: Mapping[str, Any]
     ) -> None:
         """Render and write one event (`level` already known to be enabled)."""
+        if self._render is _render_json:
+            line = _plain_line(level, event, fields, bound)
+            if line is not None:
+                self.write_line(line)
+                return
         record = {"event": event, "level": _NAMES[level], "timestamp": timestamp(), **fields}
         for key, value in bound.items():
             record.setdefault(key, value)
@@ -162,6 +168,77 @@ class EventLog:
                 self.flush()
             finally:
                 self._file.close()
+
+
+class BoundFields(dict[str, Any]):
+    """The fields bound with `bind_context` in a context, each also rendered once as it ends an
+    event line (`, "key": value`), or `rendered` None when one of them must go the general way
+    (a value other than a str, number, bool or None; a secret-looking or reserved name)."""
+
+    __slots__ = ("rendered",)
+
+    def __init__(self, outer: Mapping[str, Any], fields: Mapping[str, Any]) -> None:
+        super().__init__(outer)
+        self.update(fields)
+        rendered = getattr(outer, "rendered", None) if outer else {}
+        if rendered is not None:
+            rendered = dict(rendered)
+            for key, value in fields.items():
+                prefix, text = _key(key), scalar(value)
+                if prefix is None or text is None:
+                    rendered = None
+                    break
+                rendered[key] = f", {prefix}{text}"
+        self.rendered: dict[str, str] | None = rendered
+
+
+_UNKNOWN = "?"  # not a key's prefix: those end in ": "
+_keys: dict[str, str | None] = dict.fromkeys(("event", "level", "timestamp", "exc_info"))
+_heads: dict[tuple[str, str], str] = {}
+
+
+def _key(name: str) -> str | None:
+    """`"name": ` for a field rendered as it is; None for one that needs the general way (a
+    reserved or secret-looking name, a name that is not a string)."""
+    prefix = _keys.get(name, _UNKNOWN)
+    if prefix is _UNKNOWN:
+        ok = type(name) is str and not secret_key(name)
+        prefix = f"{json.encoder.encode_basestring_ascii(name)}: " if ok else None
+        if len(_keys) < 4096:  # an application inventing names without end: no cache growth
+            _keys[name] = prefix
+    return prefix
+
+
+def _plain_line(
+    level: str, event: str, fields: Mapping[str, Any], bound: Mapping[str, Any]
+) -> str | None:
+    """The event's JSON line assembled from pre-rendered pieces, exactly as `_render_json`
+    would render its record, when every field is a plain value under a plain name and the
+    line holds nothing secret-looking; else None (the general way then)."""
+    rendered = getattr(bound, "rendered", None) if bound else {}
+    if rendered is None or type(event) is not str:
+        return None
+    head = _heads.get((event, level))
+    if head is None:
+        name = json.encoder.encode_basestring_ascii(event)
+        head = f'{{"event": {name}, "level": "{_NAMES[level]}", "timestamp": "'
+        if len(_heads) < 1024:
+            _heads[event, level] = head
+    parts = [head, timestamp(), '"']
+    for key, value in fields.items():
+        prefix = _keys.get(key, _UNKNOWN)
+        if prefix is _UNKNOWN:
+            prefix = _key(key)
+        text = scalar(value)
+        if prefix is None or text is None:
+            return None
+        parts += (", ", prefix, text)
+    for key, text in rendered.items():
+        if key not in fields:
+            parts.append(text)
+    parts.append("}")
+    line = "".join(parts)
+    return None if may_hold_secret(line) else line
 
 
 def _render_json(level: str, record: dict[str, Any]) -> str:

@@ -92,7 +92,7 @@ def _redact_structure(value: Any) -> Any:
 
 
 @functools.lru_cache(maxsize=4096)  # events reuse a few names; an application inventing more
-def _secret_key(key: str) -> bool:
+def secret_key(key: str) -> bool:
     """Whether a top-level field name looks secret."""
     return key not in _OWN_FIELDS and _SECRET_KEY.search(key) is not None
 
@@ -103,7 +103,7 @@ _PLAIN = frozenset((str, int, float, bool, type(None)))
 def redact_secrets(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
     """structlog processor: blank values under secret-looking keys at any depth, and SecretStrs."""
     for key, value in event_dict.items():
-        if _secret_key(key):
+        if secret_key(key):
             event_dict[key] = REDACTED
         elif type(value) not in _PLAIN:
             event_dict[key] = _redact_structure(value)

@@ -79,23 +79,41 @@ CACHE_HIT = "cache_hit"
 CACHE_STORE_FAILED = "cache_store_failed"
 
 
+# The three events of every call are one dict literal each: they are written per call.
 def queueing(*, agent: str | None, dimension: str | None, call_id: str, queue_depth: int) -> None:
-    fields = {"agent": agent, "dimension": dimension, "call_id": call_id}
-    _write("info", QUEUEING, {**fields, "queue_depth": queue_depth})
+    fields = {
+        "agent": agent,
+        "dimension": dimension,
+        "call_id": call_id,
+        "queue_depth": queue_depth,
+    }
+    _write("info", QUEUEING, fields)
 
 
 def acquired(
     *, agent: str | None, dimension: str | None, call_id: str, active_slots: int, wait_s: float
 ) -> None:
-    fields = {"agent": agent, "dimension": dimension, "call_id": call_id}
-    _write("info", ACQUIRED, {**fields, "active_slots": active_slots, "wait_s": round(wait_s, 6)})
+    fields = {
+        "agent": agent,
+        "dimension": dimension,
+        "call_id": call_id,
+        "active_slots": active_slots,
+        "wait_s": round(wait_s, 6),
+    }
+    _write("info", ACQUIRED, fields)
 
 
 def released(
     *, agent: str | None, dimension: str | None, call_id: str, active_slots: int, held_s: float
 ) -> None:
-    fields = {"agent": agent, "dimension": dimension, "call_id": call_id}
-    _write("info", RELEASED, {**fields, "active_slots": active_slots, "held_s": round(held_s, 6)})
+    fields = {
+        "agent": agent,
+        "dimension": dimension,
+        "call_id": call_id,
+        "active_slots": active_slots,
+        "held_s": round(held_s, 6),
+    }
+    _write("info", RELEASED, fields)
 
 
 def cancelled(*, agent: str | None, dimension: str | None, call_id: str, wait_s: float) -> None:
@@ -193,7 +211,8 @@ def stream_abandoned(*, agent: str | None, dimension: str | None, call_id: str) 
 
 
 def task_started(*, task_id: str, repeat_idx: int, **fields: Any) -> None:
-    _write("info", TASK_STARTED, {"task_id": task_id, "repeat_idx": repeat_idx, **fields})
+    record = {"task_id": task_id, "repeat_idx": repeat_idx}
+    _write("info", TASK_STARTED, {**record, **fields} if fields else record)
 
 
 def task_retry(
@@ -223,13 +242,15 @@ def task_finished(
 ) -> None:
     """One repetition ended (after its last attempt). `score` is what the summary's pass rate
     counts for it (None: not scored), so a live view can show the same figure."""
-    outcome = {"status": status, "termination_reason": termination_reason, "score": score}
-    timing = {"duration_s": round(duration_s, 6)}
-    _write(
-        "info",
-        TASK_FINISHED,
-        {"task_id": task_id, "repeat_idx": repeat_idx, **outcome, **timing, **fields},
-    )
+    record = {
+        "task_id": task_id,
+        "repeat_idx": repeat_idx,
+        "status": status,
+        "termination_reason": termination_reason,
+        "score": score,
+        "duration_s": round(duration_s, 6),
+    }
+    _write("info", TASK_FINISHED, {**record, **fields} if fields else record)
 
 
 def queue_failed(*, error: str) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 
 import anyio
 
+from .._jsonfast import encoder
 from .._redact import may_hold_secret, scrub_value
 from .._writer import AppendOnlyFile
 from ..runtime import Writer, process_writer
@@ -38,7 +39,7 @@ def _json_default(value: Any) -> Any:
 
 
 # Built once: json.dumps with options other than the defaults builds an encoder per call.
-_encode = json.JSONEncoder(default=_json_default, ensure_ascii=False, allow_nan=False).encode
+_encode = encoder(default=_json_default, ensure_ascii=False, allow_nan=False)
 
 
 def _plain(value: Any, seen: frozenset[int] = frozenset()) -> Any:

@@ -21,6 +21,7 @@ import anyio
 from pydantic import BaseModel, SecretStr
 
 from .. import events
+from .._jsonfast import encoder
 from ..config import HttpTransport, Settings
 from ..errors import ConfigError, ProviderError
 from ..limits import ConcurrencyController, RateLimiter, RetryPolicy
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 
 SIM_BASE_URL = "http://asynceval-sim/v1"
 SIM_MODEL = "asynceval-sim"
+_encode = encoder()  # json.dumps without its per-call set-up
 _SIM_PATH = urllib.parse.urlsplit(SIM_BASE_URL).path  # where the simulator's routes are
 ResponseFormat = Mapping[str, Any] | type[BaseModel]
 
@@ -234,7 +236,7 @@ class ChatModel(ABC):
         if isinstance(response_format, type):
             response_format = response_format_for(response_format)
         body = self._body(as_messages(messages), response_format, params)
-        content = json.dumps(body).encode()
+        content = _encode(body).encode()
         runtime = self.runtime or Runtime.current()
         if runtime.cache is None:
             return await self._funnel(runtime, content, body, response_format, agent, dimension)

@@ -1,0 +1,171 @@
+"""An event line assembled from pre-rendered pieces (the fast way) is the line the general
+way renders from the whole record, byte for byte, whatever the fields and bound fields; and
+anything the fast way cannot render exactly (odd values, secret-looking names or values,
+reserved names) still comes out of the general way, redacted as before."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import random
+from typing import Any
+
+import pytest
+
+from asynceval import _eventlog, events
+from asynceval._eventlog import BoundFields, EventLog
+from asynceval._jsonfast import encoder, scalar
+from asynceval._redact import REDACTED, register_secret
+
+
+def general_line(level: str, event: str, fields: dict[str, Any], bound: dict[str, Any]) -> str:
+    """The general way, called directly: the record, redacted, rendered by `_render_json`."""
+    record = {"event": event, "level": level.upper(), "timestamp": "T", **fields}
+    for key, value in bound.items():
+        record.setdefault(key, value)
+    _eventlog.redact_secrets(None, level, record)
+    return _eventlog._render_json(level, record)
+
+
+def fast_line(level: str, event: str, fields: dict[str, Any], bound: dict[str, Any]) -> str | None:
+    """The fast way with its timestamp fixed to "T", like `general_line`'s."""
+    stamp = _eventlog.timestamp
+    _eventlog.timestamp = lambda: "T"  # type: ignore[assignment]
+    try:
+        return _eventlog._plain_line(level, event, fields, BoundFields({}, bound))
+    finally:
+        _eventlog.timestamp = stamp  # type: ignore[assignment]
+
+
+SCALARS: list[Any] = [
+    "",
+    "plain",
+    'quote " and \\ backslash',
+    "new\nline\ttab\x00nul",
+    "non-ascii é ✓ 𝄞",
+    "\ud800 lone surrogate",
+    0,
+    -7,
+    2**70,
+    True,
+    False,
+    None,
+    0.0,
+    -0.0,
+    1.5,
+    1e-300,
+    1e300,
+    0.1 + 0.2,
+    math.nan,
+    math.inf,
+    -math.inf,
+]
+
+
+@pytest.mark.parametrize("value", SCALARS, ids=repr)
+def test_a_scalar_is_rendered_as_the_standard_encoder_does(value: Any) -> None:
+    assert scalar(value) == json.dumps(value)
+
+
+@pytest.mark.parametrize("value", [[1], {"a": 1}, (1,), b"x", 1 + 2j, object(), True.__class__])
+def test_anything_else_is_not_a_scalar(value: Any) -> None:
+    assert scalar(value) is None
+
+
+def test_an_int_or_str_subclass_is_left_to_the_general_way() -> None:
+    class Code(int):
+        def __repr__(self) -> str:
+            return "Code!"
+
+    class Name(str):
+        pass
+
+    assert scalar(Code(3)) is None
+    assert scalar(Name("x")) is None
+
+
+def test_the_fast_encoder_gives_the_standard_text_and_errors() -> None:
+    for options in ({}, {"ensure_ascii": False, "allow_nan": False}):
+        fast = encoder(default=repr, **options)
+        slow = json.JSONEncoder(default=repr, **options).encode
+        value = {"a": [1, 2.5, None, {"b": "é\n"}], "c": object.__new__(object), 3: "int key"}
+        value["c"] = "fixed"  # repr of an object differs run to run; keep the text stable
+        assert fast(value) == slow(value)
+        assert fast([1, "x"]) == slow([1, "x"])  # not a dict: the standard method itself
+    cycle: dict[str, Any] = {}
+    cycle["me"] = cycle
+    with pytest.raises(ValueError, match="Circular"):
+        encoder(default=repr)(cycle)
+    with pytest.raises(ValueError, match="Out of range float"):
+        encoder(default=repr, allow_nan=False)({"x": math.nan})
+
+
+def random_fields(rng: random.Random, names: list[str]) -> dict[str, Any]:
+    return {rng.choice(names): rng.choice(SCALARS) for _ in range(rng.randrange(0, 6))}
+
+
+def test_the_fast_line_is_the_general_line_for_many_shapes() -> None:
+    rng = random.Random(14)
+    names = ["agent", "call_id", "task_id", "repeat_idx", "wait_s", "x", "ñame", 'q"uote', "run_id"]
+    fast_count = 0
+    for _ in range(3000):
+        fields = random_fields(rng, names)
+        bound = random_fields(rng, names)
+        level = rng.choice(["debug", "info", "warning", "error"])
+        event = rng.choice(["acquired", "my event", "évènement"])
+        fast = fast_line(level, event, fields, bound)
+        if fast is not None:
+            fast_count += 1
+            assert fast == general_line(level, event, fields, bound)
+    assert fast_count > 2500  # plain shapes do go the fast way
+
+
+@pytest.mark.parametrize(
+    ("fields", "bound"),
+    [
+        ({"api_key": "abc"}, {}),  # a secret-looking name: blanked by the general way
+        ({}, {"authorization": "abc"}),
+        ({"x": "Bearer abcdefghijklmnop"}, {}),  # a secret-looking value
+        ({"x": [1, 2]}, {}),  # not a scalar
+        ({}, {"nested": {"password": "p"}}),
+        ({"timestamp": "mine"}, {}),  # a reserved name: it would replace the head's
+        ({}, {"level": "mine"}),
+        ({"exc_info": False}, {}),
+    ],
+)
+def test_what_the_fast_way_cannot_render_goes_the_general_way(
+    fields: dict[str, Any], bound: dict[str, Any]
+) -> None:
+    assert fast_line("info", "e", fields, bound) is None
+
+
+def test_registered_secrets_and_redaction_still_hold_through_the_log() -> None:
+    out: list[str] = []
+
+    class Collect(io.StringIO):
+        def write(self, text: str) -> int:
+            out.append(text)
+            return len(text)
+
+    log = EventLog(Collect(), "debug", console=False, on_error=lambda exc, lost: None)
+    register_secret("hunter2-very-secret")
+    log.write("info", "e", {"note": "pw hunter2-very-secret"}, BoundFields({}, {"run_id": "r"}))
+    log.write("info", "e", {"token": "x"}, BoundFields({}, {"api_key": "k"}))
+    first, second = (json.loads(line) for line in out)
+    assert "hunter2-very-secret" not in out[0] and first["run_id"] == "r"
+    assert second["api_key"] == REDACTED and second["token"] == "x"
+
+
+def test_bound_fields_keep_their_order_and_yield_to_the_events_own(
+    event_log: Any,
+) -> None:
+    with events.bind_context(run_id="r1", task_id="outer"), events.bind_context(repeat_idx=2):
+        events.emit("one", task_id="own", n=1)
+        with events.bind_context(extra=[1, 2]):  # not a scalar: the general way, same line
+            events.emit("two", task_id="own", n=2)
+    one, two = (line for line in event_log.lines() if '"one"' in line or '"two"' in line)
+    keys = ["event", "level", "timestamp", "task_id", "n", "run_id", "repeat_idx"]
+    assert list(json.loads(one)) == keys
+    assert list(json.loads(two)) == [*keys, "extra"]
+    assert json.loads(one)["task_id"] == "own"
