@@ -41,7 +41,7 @@ def create_client(
     headers: Mapping[str, str] | None = None,
 ) -> httpx.AsyncClient:
     """An `httpx.AsyncClient` whose pool holds `limit` connections, with no timeout of its own
-    (each attempt runs under `anyio.fail_after(LLM_CALL_TIMEOUT)` instead)."""
+    (each attempt runs within LLM_CALL_TIMEOUT, an anyio deadline, instead)."""
     import httpx  # here, not at `import asynceval`: httpx brings its CLI (rich, click, pygments)
 
     limits = httpx.Limits(max_connections=limit, max_keepalive_connections=limit)
