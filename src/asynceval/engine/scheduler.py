@@ -238,21 +238,32 @@ class Run:
             raise self._queue_error
 
     async def _work(self, choosing: anyio.Lock) -> None:
+        # Without callbacks, choosing never waits for anything: it cannot interleave with
+        # another worker's, and the lock (a few microseconds a repetition) is not needed.
+        alone = not self.callbacks.callbacks
         while True:
-            async with choosing:
-                try:
-                    unit = await self._next_unit()
-                except Exception as exc:  # nothing more starts, not even chosen tasks' repeats
-                    self._queue_error = self._queue_error or exc
-                    self._stopped = True
-                    self._pending.clear()
-                    unit = None
+            if alone:
+                unit = await self._choose()
+            else:
+                async with choosing:
+                    unit = await self._choose()
             if unit is None:
                 return
             await self._run_unit(unit)
             # A repetition that never waited (an instant answer) must not keep the loop: others
             # (progress, a cancellation, the events written at the turn's end) get their turn.
             await anyio.lowlevel.checkpoint()
+
+    async def _choose(self) -> Unit | None:
+        """The next repetition, or None: none left, or the queue failed (nothing more starts
+        then, not even the repeats of tasks already chosen)."""
+        try:
+            return await self._next_unit()
+        except Exception as exc:
+            self._queue_error = self._queue_error or exc
+            self._stopped = True
+            self._pending.clear()
+            return None
 
     async def _next_unit(self) -> Unit | None:
         """The next repetition to start: pending repeats first, then a task from the queue.

@@ -60,7 +60,7 @@ class TaskProtocol:
                 raise TaskSpecError(f"{name} must be an integer, got {value!r}")
         if self.max_retries < 0:
             raise TaskSpecError(f"max_retries must be >= 0, got {self.max_retries}")
-        if not isinstance(self.tags, Mapping):
+        if not _is_mapping(self.tags):
             raise TaskSpecError(f"tags must be an object, got {self.tags!r}")
 
     @classmethod
@@ -110,7 +110,7 @@ class Task:
         if not isinstance(self.id, str):
             raise TaskSpecError(f"id must be a string, got {self.id!r}")
         for name in ("environment_data", "user_data", "evaluation_data", "metadata"):
-            if not isinstance(getattr(self, name), Mapping):
+            if not _is_mapping(getattr(self, name)):
                 raise TaskSpecError(f"{name} must be an object, got {getattr(self, name)!r}")
         if isinstance(self.protocol, Mapping):
             object.__setattr__(self, "protocol", TaskProtocol.from_dict(self.protocol))
@@ -166,3 +166,8 @@ def _known(cls: type, data: Mapping[str, Any], prefix: str) -> dict[str, Any]:
             f"{prefix}{unknown[0]}: unknown field (known: {', '.join(sorted(names))})"
         )
     return dict(data)
+
+
+def _is_mapping(value: Any) -> bool:
+    """isinstance(value, Mapping), a dict's answer without the ABC check (per task built)."""
+    return type(value) is dict or isinstance(value, Mapping)

@@ -186,6 +186,9 @@ _async_methods: dict[Any, bool] = {}
 def is_async(func: Callable[..., Any]) -> bool:
     """Whether calling `func` gives a coroutine (a coroutine function or an async __call__);
     cached for methods (asked per repetition)."""
+    code = getattr(func, "__code__", None)  # a function's or a bound method's
+    if code is not None and code.co_flags & inspect.CO_COROUTINE:
+        return True  # an `async def`: the common case, in one attribute read
     key = getattr(func, "__func__", None)
     if key is not None and key in _async_methods:
         return _async_methods[key]

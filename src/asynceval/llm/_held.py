@@ -21,12 +21,14 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from types import TracebackType
 from typing import NamedTuple, Protocol
 
 import anyio
 import anyio.lowlevel
 
 from .. import events
+from .._scoped import Scoped
 
 _FINALIZER_TURNS = 3
 
@@ -121,18 +123,29 @@ async def collect_if_dropped(held: Held) -> bool:
     return True
 
 
-@contextmanager
-def reclaiming_leases() -> Iterator[Held]:
+def reclaiming_leases() -> _Reclaiming:
     """A scope whose streams' leases are released when it ends if their consumer has not
     (read to the end, closed, or collected): a repetition's abandoned stream holds no slot after
     the repetition."""
-    held: Held = {}
-    token = _scope.set(_Scope(None, held))
-    try:
-        yield held
-    finally:
-        _scope.reset(token)
-        for lease in list(held):
+    return _Reclaiming(_scope, _Scope(None, {}))
+
+
+class _Reclaiming(Scoped[_Scope]):
+    """`reclaiming_leases()`'s block (a class: entered once per repetition attempt)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> Held:  # type: ignore[override]
+        return super().__enter__().held
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        super().__exit__(exc_type, exc, tb)
+        for lease in list(self._value.held):
             events.stream_abandoned(
                 agent=lease.agent, dimension=lease.dimension, call_id=lease.call_id
             )
