@@ -285,29 +285,39 @@ class Gateway:
             current_usage(),
         )
         try:
-            result = await self._attempts(call, attempt, estimated_tokens, usage_of)
+            try:
+                # The first send with no frame between: most calls end here, and every frame
+                # is resumed again at each of the call's suspensions.
+                result = await self._send(attempt, call, estimated_tokens, usage_of, 0)
+            except (_TurnedAway, ProviderError) as exc:
+                result = await self._after_first_send(
+                    exc, call, attempt, estimated_tokens, usage_of
+                )
         except ProviderError as exc:
             raise self._failed(call, exc) from exc
         if call.usage is not None:
             call.usage.llm_calls += 1
         return result
 
-    async def _attempts(
+    async def _after_first_send(
         self,
+        failure: _TurnedAway | ProviderError,
         call: _Call,
         attempt: Attempt[T],
         estimated_tokens: int,
         usage_of: Callable[[T], Usage | None],
     ) -> T:
-        """The first attempt outside tenacity (most calls succeed at once and need none of its
-        machinery); a retryable failure is handed to tenacity as attempt 1's outcome, so its
-        stop, wait and before_sleep see exactly what happened."""
-        try:
-            return await self._attempt(attempt, call, estimated_tokens, usage_of)
-        except ProviderError as exc:
-            if not exc.retryable:
-                raise
-            first: ProviderError | None = exc
+        """The rest of a call whose first send failed: the first attempt's own sends again if
+        it was turned away, then tenacity (a retryable failure is handed to it as attempt 1's
+        outcome, so its stop, wait and before_sleep see exactly what happened)."""
+        if isinstance(failure, _TurnedAway):
+            try:
+                return await self._attempt(attempt, call, estimated_tokens, usage_of, failure)
+            except ProviderError as exc:
+                failure = exc
+        if not failure.retryable:
+            raise failure
+        first: ProviderError | None = failure
         async for state in self.retry_policy.retrying(before_sleep=call.on_retry):
             with state:
                 if first is not None:
@@ -347,23 +357,26 @@ class Gateway:
         call: _Call,
         estimated_tokens: int,
         usage_of: Callable[[T], Usage | None],
+        turned: _TurnedAway | None = None,
     ) -> T:
-        """One attempt as the retry policy counts them. While an overloaded provider turns it
-        away (a 429 as it serves our other calls), it is sent again from the front of the line,
-        uncounted, after the Retry-After alone (no backoff, no endpoint pause), and ahead of
-        later arrivals: it keeps its place rather than failing after
-        RETRY_MAX_ATTEMPTS while the calls behind it succeed. At most `MAX_REQUEUES` times, so a
-        request that the provider always refuses still ends."""
-        for requeue in range(MAX_REQUEUES + 1):
-            try:
-                return await self._send(attempt, call, estimated_tokens, usage_of, requeue)
-            except _TurnedAway as turned:
-                # The provider's Retry-After is honoured by this call alone: no endpoint pause,
-                # since the provider is busy serving the others, not refusing everyone.
+        """One attempt as the retry policy counts them (`turned`: its first send, already
+        turned away). While an overloaded provider turns it away (a 429 as it serves our other
+        calls), it is sent again from the front of the line, uncounted, after the Retry-After
+        alone (no backoff, no endpoint pause), and ahead of later arrivals: it keeps its place
+        rather than failing after RETRY_MAX_ATTEMPTS while the calls behind it succeed. At most
+        `MAX_REQUEUES` times, so a request that the provider always refuses still ends."""
+        for requeue in range(0 if turned is None else 1, MAX_REQUEUES + 1):
+            if turned is not None:
+                # The provider's Retry-After is honoured by this call alone: no endpoint
+                # pause, since the provider is busy serving the others, not refusing everyone.
                 delay = min(turned.error.retry_after or 0.0, self.retry_policy.max_delay)
                 call.on_turned_away(turned.error, delay)
                 if delay > 0:
                     await anyio.sleep(delay)
+            try:
+                return await self._send(attempt, call, estimated_tokens, usage_of, requeue)
+            except _TurnedAway as exc:
+                turned = exc
         raise AssertionError("unreachable: the last send raises the 429 itself")
 
     async def _send(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import urllib.parse
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
@@ -256,7 +256,7 @@ class ChatModel(ABC):
         await use.store(CachedAnswer(reply.status_code, content_type, reply.content))
         return completion
 
-    async def _funnel(
+    def _funnel(
         self,
         runtime: Runtime,
         content: bytes,
@@ -265,8 +265,10 @@ class ChatModel(ABC):
         agent: str | None,
         dimension: str | None,
         answered: list[Reply] | None = None,
-    ) -> Completion:
-        """The request through the gateway; the reply that decoded is appended to `answered`."""
+    ) -> Awaitable[Completion]:
+        """The request through the gateway (what to await for it: the gateway's own call on the
+        embedded simulator, no frame of ours between); the reply that decoded is appended to
+        `answered`."""
         estimated = estimated_tokens(content, body)
         gateway = self._gateway(runtime)
 
@@ -285,9 +287,22 @@ class ChatModel(ABC):
             async def simulated(lease: Lease) -> Completion:
                 return decoded(await sim.respond(path, content))
 
-            return await gateway.call(
+            return gateway.call(
                 simulated, agent=agent, dimension=dimension, estimated_tokens=estimated
             )
+        return self._pooled(runtime, gateway, content, decoded, agent, dimension, estimated)
+
+    async def _pooled(
+        self,
+        runtime: Runtime,
+        gateway: Gateway,
+        content: bytes,
+        decoded: Callable[[Reply], Completion],
+        agent: str | None,
+        dimension: str | None,
+        estimated: int,
+    ) -> Completion:
+        """The request over HTTP, on the runtime's pool for this model's endpoint."""
         pool = await runtime.pools.enter(self._key(runtime), lambda: self._open(runtime))
         try:
             client = pool.client

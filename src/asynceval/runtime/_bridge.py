@@ -15,8 +15,7 @@ import asyncio
 import concurrent.futures
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Coroutine
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
@@ -24,6 +23,7 @@ import anyio
 import anyio.from_thread
 from anyio.from_thread import BlockingPortal
 
+from .._scoped import Scoped
 from ..errors import RepetitionExpired, RunFinished
 from ._loop_thread import run_in_background_loop
 
@@ -127,14 +127,9 @@ def current_bridge() -> Bridge | None:
     return _current.get()
 
 
-@contextmanager
-def bridge_scope(bridge: Bridge) -> Iterator[Bridge]:
+def bridge_scope(bridge: Bridge) -> Scoped[Bridge]:
     """Make `bridge` the current one for code started in this context (its worker threads)."""
-    token = _current.set(bridge)
-    try:
-        yield bridge
-    finally:
-        _current.reset(token)
+    return Scoped(_current, bridge)
 
 
 def from_thread(func: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
