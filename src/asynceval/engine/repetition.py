@@ -70,78 +70,50 @@ class Repetitions:
         self.run_over = threading.Event()  # set when the run ends: leftover threads are refused
 
     async def run(self, unit: Unit) -> dict[str, Any]:
-        """Every attempt of one repetition (timeout re-runs, infrastructure retries): one report."""
+        """Every attempt of one repetition (timeout re-runs, infrastructure retries): one report.
+        The attempts' loop is here, not in a method of its own: each frame between the run and
+        the agent is resumed again at every suspension of the agent."""
         started = time.monotonic()
         usage = UsageCounter()
         task_id, repeat_idx = unit.task.id, unit.repeat_idx
-        with events.bind_context(task_id=task_id, repeat_idx=repeat_idx):
-            events.task_started(task_id=task_id, repeat_idx=repeat_idx)
-            outcome, attempts = await self._attempts(unit, usage)
-            duration = time.monotonic() - started
-            status, reason = outcome.status, outcome.termination_reason
-            events.task_finished(
-                task_id=task_id,
-                repeat_idx=repeat_idx,
-                status=status.value,
-                termination_reason=reason.value if reason and status in _LOOP_ENDED else None,
-                duration_s=duration,
-                score=eval_score(outcome.eval_results) if status in _LOOP_ENDED else None,
-                attempts=attempts,
-            )
-        return build_report(
-            run_id=events.context_value("run_id"),  # bound by the run (on a worker: by its plugin)
-            task_id=task_id,
-            repeat_idx=repeat_idx,
-            status=status,
-            termination_reason=reason,
-            eval_results=outcome.eval_results,
-            error=outcome.error_info,
-            traces=outcome.traces,
-            config=outcome.config,
-            usage=usage.as_dict(),
-            queued_s=started - unit.selected_at,
-            duration_s=duration,
-            attempts=attempts,
-        )
-
-    async def _attempts(self, unit: Unit, usage: UsageCounter) -> tuple[_Outcome, int]:
-        """Attempts until one needs no re-run: (its outcome, the number of attempts)."""
         protocol = unit.task.protocol
         timeout = protocol.timeout_seconds or self.settings.task_timeout
         attempt = retries = 0
         timeout_rerun_used = False
-        while True:
-            attempt += 1
-            outcome = await self._attempt(unit, timeout, attempt, usage)
-            status = outcome.status
-            if (
-                status is TaskExecutionStatus.TASK_TIMEOUT
-                and protocol.timeout_action is not TimeoutAction.SKIP
-                and not timeout_rerun_used
-            ):
-                timeout_rerun_used = True
-                if protocol.timeout_action is TimeoutAction.EXTEND and timeout is not None:
-                    timeout *= 2
-                again, delay = f"timeout_action={protocol.timeout_action.value}", 0.0
-            elif (
-                status is not TaskExecutionStatus.SUCCESS
-                and retries < protocol.max_retries
-                and is_infrastructure_failure(status, outcome.error)
-            ):
-                retries += 1
-                again, delay = "max_retries", self.policy.delay(retries)
-            else:
-                return outcome, attempt
-            events.task_retry(
-                task_id=unit.task.id,
-                repeat_idx=unit.repeat_idx,
-                attempt=attempt,
-                status=status.value,
-                reason=again,
-                delay_s=delay,
-            )
-            if delay:
-                await anyio.sleep(delay)
+        with events.bind_context(task_id=task_id, repeat_idx=repeat_idx):
+            events.task_started(task_id=task_id, repeat_idx=repeat_idx)
+            while True:
+                attempt += 1
+                outcome = await self._attempt(unit, timeout, attempt, usage)
+                status = outcome.status
+                if (
+                    status is TaskExecutionStatus.TASK_TIMEOUT
+                    and protocol.timeout_action is not TimeoutAction.SKIP
+                    and not timeout_rerun_used
+                ):
+                    timeout_rerun_used = True
+                    if protocol.timeout_action is TimeoutAction.EXTEND and timeout is not None:
+                        timeout *= 2
+                    again, delay = f"timeout_action={protocol.timeout_action.value}", 0.0
+                elif (
+                    status is not TaskExecutionStatus.SUCCESS
+                    and retries < protocol.max_retries
+                    and is_infrastructure_failure(status, outcome.error)
+                ):
+                    retries += 1
+                    again, delay = "max_retries", self.policy.delay(retries)
+                else:
+                    return _finished(unit, outcome, attempt, usage, started)
+                events.task_retry(
+                    task_id=task_id,
+                    repeat_idx=repeat_idx,
+                    attempt=attempt,
+                    status=status.value,
+                    reason=again,
+                    delay_s=delay,
+                )
+                if delay:
+                    await anyio.sleep(delay)
 
     async def _attempt(
         self, unit: Unit, timeout_s: float | None, attempt: int, usage: UsageCounter
@@ -216,6 +188,39 @@ class Repetitions:
         state.eval_results = await call_maybe_async(
             bench.evaluate, evaluators, agents_by_name, answer, state.traces
         )
+
+
+def _finished(
+    unit: Unit, outcome: _Outcome, attempts: int, usage: UsageCounter, started: float
+) -> dict[str, Any]:
+    """The repetition's task_finished event (inside its bound context) and its report."""
+    duration = time.monotonic() - started
+    task_id, repeat_idx = unit.task.id, unit.repeat_idx
+    status, reason = outcome.status, outcome.termination_reason
+    events.task_finished(
+        task_id=task_id,
+        repeat_idx=repeat_idx,
+        status=status.value,
+        termination_reason=reason.value if reason and status in _LOOP_ENDED else None,
+        duration_s=duration,
+        score=eval_score(outcome.eval_results) if status in _LOOP_ENDED else None,
+        attempts=attempts,
+    )
+    return build_report(
+        run_id=events.context_value("run_id"),  # bound by the run (on a worker: by its plugin)
+        task_id=task_id,
+        repeat_idx=repeat_idx,
+        status=status,
+        termination_reason=reason,
+        eval_results=outcome.eval_results,
+        error=outcome.error_info,
+        traces=outcome.traces,
+        config=outcome.config,
+        usage=usage.as_dict(),
+        queued_s=started - unit.selected_at,
+        duration_s=duration,
+        attempts=attempts,
+    )
 
 
 class _AttemptState:

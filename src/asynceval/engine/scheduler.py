@@ -16,7 +16,7 @@ import secrets
 import tempfile
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -249,7 +249,12 @@ class Run:
                     unit = await self._choose()
             if unit is None:
                 return
-            await self._run_unit(unit)
+            await self.callbacks.fire(
+                "on_task_repeat_start", self.bench, unit.task, unit.repeat_idx
+            )
+            report = await self._repetition(unit)
+            if report is not None:
+                await self._record(unit, report)
             # A repetition that never waited (an instant answer) must not keep the loop: others
             # (progress, a cancellation, the events written at the turn's end) get their turn.
             await anyio.lowlevel.checkpoint()
@@ -298,18 +303,26 @@ class Run:
             await self.callbacks.fire("on_task_start", self.bench, task)
             self._pending.extend(units)
 
-    async def _run_unit(self, unit: Unit) -> None:
+    def _repetition(self, unit: Unit) -> Awaitable[dict[str, Any] | None]:
+        """What to await for the repetition's report: in process, the repetition itself, with
+        no frame of ours between (each is resumed again at every suspension of the agent); on a
+        backend, its session's run (None when the backend is lost)."""
+        if self._session is None:
+            return self.repetitions.run(unit)
+        return self._run_on_backend(self._session, unit)
+
+    async def _run_on_backend(self, session: Session, unit: Unit) -> dict[str, Any] | None:
+        try:
+            report: dict[str, Any] = await session.run(unit)
+        except BackendLost as exc:  # one error for the run, not one per repetition
+            self._backend_error = self._backend_error or exc
+            self._cancel_all.cancel()
+            return None
+        return report
+
+    async def _record(self, unit: Unit, report: dict[str, Any]) -> None:
+        """Count, write and hand on one repetition's report; decide whether more start."""
         task = unit.task
-        await self.callbacks.fire("on_task_repeat_start", self.bench, task, unit.repeat_idx)
-        if self._session is not None:
-            try:
-                report = await self._session.run(unit)
-            except BackendLost as exc:  # one error for the run, not one per repetition
-                self._backend_error = self._backend_error or exc
-                self._cancel_all.cancel()
-                return
-        else:
-            report = await self.repetitions.run(unit)
         self.counts[report["status"]] += 1  # counted before the write, which may be cut
         if report["status"] == "success":
             self._calls_in_successes += int((report.get("usage") or {}).get("llm_calls", 0))
