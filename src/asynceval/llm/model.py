@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import urllib.parse
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
@@ -140,6 +141,7 @@ class ChatModel(ABC):
         )
         self._policy = RetryPolicy.from_settings(settings) if settings is not None else None
         self._call_timeout = settings.llm_call_timeout if settings is not None else None
+        self._last_gateway: tuple[weakref.ref[Runtime], Gateway] | None = None
         headers = self._headers(self._api_key.get_secret_value() if self._api_key else None)
         self._headers_sent = {
             "content-type": "application/json",
@@ -202,7 +204,12 @@ class ChatModel(ABC):
         )
 
     def _gateway(self, runtime: Runtime) -> Gateway:
-        return Gateway.for_runtime(
+        """This model's gateway on `runtime`: built once per runtime (a runtime's limiter,
+        windows, policy and settings are fixed for its life), not once per call."""
+        cached = self._last_gateway
+        if cached is not None and cached[0]() is runtime:
+            return cached[1]
+        gateway = Gateway.for_runtime(
             runtime,
             endpoint=self.base_url,
             controller=self._controller,
@@ -210,6 +217,9 @@ class ChatModel(ABC):
             retry_policy=self._policy,
             call_timeout=self._call_timeout,
         )
+        # Weakly: a runtime the application dropped still closes its pools when collected.
+        self._last_gateway = (weakref.ref(runtime), gateway)  # one assignment: thread-safe
+        return gateway
 
     async def generate(
         self,
