@@ -53,6 +53,7 @@ class Settings(BaseSettings):
     llm_http_transport: HttpTransport = "aiohttp"
     llm_cache_dir: str | None = None
     max_parallel_tools: int = 5
+    run_gc_threshold: int = 10_000
     log_level: LogLevel = "INFO"
     log_format: LogFormat = "json"
     log_file: str | None = None
@@ -86,6 +87,13 @@ class Settings(BaseSettings):
     def _at_least_one(cls, value: int | None, info: Any) -> int | None:
         if value is not None and value < 1:
             raise ValueError(f"{info.field_name.upper()} must be >= 1, got {value}")
+        return value
+
+    @field_validator("run_gc_threshold")
+    @classmethod
+    def _not_negative(cls, value: int) -> int:
+        if value < 0:
+            raise ValueError(f"RUN_GC_THRESHOLD must be >= 0 (0: leave the collector), got {value}")
         return value
 
     @field_validator("retry_initial_delay", "retry_max_delay", "llm_call_timeout", "task_timeout")

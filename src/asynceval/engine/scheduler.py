@@ -31,7 +31,7 @@ from anyio.from_thread import BlockingPortal
 from .. import __version__, events
 from ..errors import BackendLost, ConfigError, TaskSpecError
 from ..limits import ConcurrencyController
-from ..runtime import Runtime
+from ..runtime import RunGcThreshold, Runtime
 from .backend import Backend, Session
 from .callbacks import CallbackRunner
 from .queues import SequentialQueue, TaskQueue
@@ -119,6 +119,7 @@ class Run:
                         threads_scope(self.threads),
                         events.batching(),
                         events.bind_context(run_id=self.run_id),
+                        RunGcThreshold(self.settings.run_gc_threshold),
                     ):
                         return await self._execute(runtime.limiter)
                 except Exception as exc:  # raised as it is, not in the portal's exception group

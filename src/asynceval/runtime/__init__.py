@@ -3,6 +3,7 @@
 from .._writer import Writer
 from .._writer import writer as process_writer
 from ._bridge import Bridge, bridge_scope, current_bridge, from_thread
+from ._gc import RunGcThreshold
 from ._pools import EndpointKey, create_client, spawn, transport_of
 from ._runtime import Runtime
 from ._runtime import _reset_default as _reset_default
@@ -13,6 +14,7 @@ __all__ = [
     "CachedAnswer",
     "CallCache",
     "EndpointKey",
+    "RunGcThreshold",
     "Runtime",
     "Writer",
     "bridge_scope",
