@@ -36,6 +36,11 @@ _encode = encoder(default=repr)  # what structlog's JSONRenderer did: repr() els
 _stamp_cache: tuple[int, str] = (-1, "")
 
 
+def _no_loop() -> None:
+    """`EventLog._last_flush_on` when no loop has a flush scheduled (a weak reference's call)."""
+    return None
+
+
 def timestamp() -> str:
     """Now as ISO 8601 UTC with microseconds (the date part formatted once per second)."""
     global _stamp_cache
@@ -81,6 +86,8 @@ class EventLog:
         self._pending: list[str] = []  # lines of this loop turn, not yet written (in order)
         # Loops with a flush scheduled (weakly: a loop stopped before running it is not kept).
         self._flush_on: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+        # The loop that last had one scheduled (a WeakSet look-up makes a weak reference).
+        self._last_flush_on: Callable[[], asyncio.AbstractEventLoop | None] = _no_loop
         self.batching = 0
 
     def write(
@@ -122,8 +129,9 @@ class EventLog:
             self._pending.append(line)
             if loop is None or len(self._pending) >= _MOST_WAITING:
                 failure = self._write_pending()
-            elif loop not in self._flush_on:
+            elif self._last_flush_on() is not loop and loop not in self._flush_on:
                 self._flush_on.add(loop)
+                self._last_flush_on = weakref.ref(loop)  # the next lines ask it in one call
                 flush_on = loop
         if failure is not None:
             self._on_error(*failure)
@@ -133,6 +141,8 @@ class EventLog:
     def _flush_for(self, loop: asyncio.AbstractEventLoop) -> None:
         with self._lock:
             self._flush_on.discard(loop)
+            if self._last_flush_on() is loop:
+                self._last_flush_on = _no_loop
             failure = self._write_pending()
         if failure is not None:
             self._on_error(*failure)

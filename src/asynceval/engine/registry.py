@@ -8,6 +8,7 @@ and/or `gather_config()` returning a dict; one whose gather raises yields an err
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -86,7 +87,7 @@ class ComponentRegistry:
         scope = _scope.get() or _Scope()
         out: dict[str, Any] = {
             "metadata": {
-                "timestamp": datetime.now(UTC).isoformat(),
+                "timestamp": _now_iso(),
                 "total_components": len(scope.components),
             },
             **extra,
@@ -106,3 +107,17 @@ class ComponentRegistry:
             else:
                 out.setdefault(category, {})[name] = entry
         return out
+
+
+_second: tuple[int, str] = (-1, "")
+
+
+def _now_iso() -> str:
+    """`datetime.now(UTC).isoformat()`, the date and time of day formatted once a second (two
+    per repetition)."""
+    global _second
+    seconds, micros = divmod(time.time_ns() // 1000, 1_000_000)
+    cached = _second  # read once: another thread may replace it
+    if cached[0] != seconds:
+        cached = _second = (seconds, datetime.fromtimestamp(seconds, UTC).isoformat()[:-6])
+    return f"{cached[1]}.{micros:06d}+00:00" if micros else f"{cached[1]}+00:00"

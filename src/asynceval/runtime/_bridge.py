@@ -58,7 +58,7 @@ class Bridge:
         self.repeat_idx = repeat_idx
         self.timeout_s = timeout_s
         self._started = time.monotonic()
-        self._scopes: set[anyio.CancelScope] = set()
+        self._scopes: set[anyio.CancelScope] | None = None  # made by the first bridged call
         self._closed: BaseException | None = None
 
     def call(self, func: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
@@ -80,12 +80,15 @@ class Bridge:
     async def _guarded(self, func: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
         if self._closed is not None:
             raise self._refusal()
+        scopes = self._scopes
+        if scopes is None:
+            scopes = self._scopes = set()
         with anyio.CancelScope() as scope:
-            self._scopes.add(scope)
+            scopes.add(scope)
             try:
                 return await func(*args)
             finally:
-                self._scopes.discard(scope)
+                scopes.discard(scope)
         raise self._refusal()  # cancelled by `close`: the attempt has ended
 
     def close(self, *, timed_out: bool) -> None:
@@ -102,7 +105,7 @@ class Bridge:
                 f"task {self.task_id} repeat {self.repeat_idx} has ended; "
                 "this leftover thread's call is refused"
             )
-        for scope in list(self._scopes):
+        for scope in list(self._scopes or ()):
             scope.cancel()
 
     def _refusal(self) -> BaseException:
