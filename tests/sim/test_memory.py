@@ -147,4 +147,7 @@ def test_window_memory_is_bounded_by_one_span_of_entries() -> None:
     for i in range(10_000):
         window.add(i * 0.25)
         assert len(window) <= 4
+        # the arrays behind it too: entries that left are dropped once they are the most
+        assert len(window._times) == len(window._amounts) <= 1024 + 4
     assert window.peak == 4
+    assert window.total(10_000 * 0.25) == 3  # what was dropped was only what had left
