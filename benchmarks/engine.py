@@ -171,6 +171,8 @@ def _in_process(args: argparse.Namespace, out: Path) -> None:
             f"  median engine/bare {statistics.median(ratios):.3f}, "
             f"median engine CPU per repetition less the bare loop's {statistics.median(extra):.0f} us"
         )
+    if not args.sizes:  # `--sizes` with none: the RSS figures alone, say
+        return
     n = args.sizes[0]
     print(f"ceiling: W1 in process at 0 ms, limit {args.limit}, {n} repetitions")
     for round_no in range(1, args.rounds + 1):
