@@ -171,7 +171,7 @@ class Settings(BaseSettings):
         return data
 
 
-_PREFIXES = ("MAX_", "RETRY_", "LLM_", "LOG_", "TASK_", "BATCHING_")
+_PREFIXES = ("MAX_", "RETRY_", "LLM_", "LOG_", "TASK_", "BATCHING_", "RUN_GC")
 
 
 def _warn_unknown(environ: Mapping[str, str]) -> None:
