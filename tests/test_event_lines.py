@@ -169,3 +169,25 @@ def test_bound_fields_keep_their_order_and_yield_to_the_events_own(
     assert list(json.loads(one)) == keys
     assert list(json.loads(two)) == [*keys, "extra"]
     assert json.loads(one)["task_id"] == "own"
+
+
+def test_a_str_subclass_name_does_not_turn_the_plain_name_away() -> None:
+    class Name(str):
+        pass
+
+    assert fast_line("info", "e", {Name("seen_once_as_subclass"): 1}, {}) is None
+    fields = {"seen_once_as_subclass": 1}  # the plain name after it: still the fast way
+    assert fast_line("info", "e", fields, {}) == general_line("info", "e", fields, {})
+
+
+def test_changing_the_dict_bind_context_gave_shows_in_later_events(event_log: Any) -> None:
+    with events.bind_context(run_id="r1") as bound:
+        events.emit("before")
+        bound["run_id"] = "r2"
+        bound.update(extra=1)
+        events.emit("after")
+    before, after = (
+        json.loads(line) for line in event_log.lines() if '"before"' in line or '"after"' in line
+    )
+    assert before["run_id"] == "r1"
+    assert (after["run_id"], after["extra"]) == ("r2", 1)

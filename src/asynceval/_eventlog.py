@@ -22,7 +22,7 @@ import time
 import weakref
 from asyncio import _get_running_loop as _running_loop
 from collections.abc import Callable, Mapping
-from typing import Any, TextIO
+from typing import Any, Self, TextIO
 
 from ._jsonfast import encoder, scalar
 from ._redact import may_hold_secret, redact_secrets, scrub_value, secret_key
@@ -189,7 +189,7 @@ class BoundFields(dict[str, Any]):
 
     def __init__(self, outer: Mapping[str, Any], fields: Mapping[str, Any]) -> None:
         super().__init__(outer)
-        self.update(fields)
+        dict.update(self, fields)
         rendered = getattr(outer, "rendered", None) if outer else {}
         if rendered is not None:
             rendered = dict(rendered)
@@ -200,6 +200,42 @@ class BoundFields(dict[str, Any]):
                     break
                 rendered[key] = f", {prefix}{text}"
         self.rendered: dict[str, str] | None = rendered
+
+    def _changed(self) -> None:
+        """The application changed the dict `bind_context` gave it: render from it from now on."""
+        self.rendered = None
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._changed()
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: str) -> None:
+        self._changed()
+        super().__delitem__(key)
+
+    def __ior__(self, other: Any) -> Self:  # type: ignore[override,misc]
+        self._changed()
+        return super().__ior__(other)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self._changed()
+        super().update(*args, **kwargs)
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        self._changed()
+        return super().setdefault(key, default)
+
+    def pop(self, key: str, *default: Any) -> Any:
+        self._changed()
+        return super().pop(key, *default)
+
+    def popitem(self) -> tuple[str, Any]:
+        self._changed()
+        return super().popitem()
+
+    def clear(self) -> None:
+        self._changed()
+        super().clear()
 
 
 _UNKNOWN = "?"  # not a key's prefix: those end in ": "
@@ -212,9 +248,12 @@ def _key(name: str) -> str | None:
     reserved or secret-looking name, a name that is not a string)."""
     prefix = _keys.get(name, _UNKNOWN)
     if prefix is _UNKNOWN:
-        ok = type(name) is str and not secret_key(name)
-        prefix = f"{json.encoder.encode_basestring_ascii(name)}: " if ok else None
-        if len(_keys) < 4096:  # an application inventing names without end: no cache growth
+        plain = type(name) is str
+        prefix = f"{json.encoder.encode_basestring_ascii(name)}: " if plain else None
+        if plain and secret_key(name):
+            prefix = None
+        # Not for a str subclass: equal to the plain name, it would answer for it from then on.
+        if plain and len(_keys) < 4096:  # an application inventing names: no cache growth
             _keys[name] = prefix
     return prefix
 

@@ -171,7 +171,7 @@ class Settings(BaseSettings):
         return data
 
 
-_PREFIXES = ("MAX_", "RETRY_", "LLM_", "LOG_", "TASK_", "BATCHING_", "RUN_GC")
+_PREFIXES = ("MAX_", "RETRY_", "LLM_", "LOG_", "TASK_", "BATCHING_", "RUN_GC_")
 
 
 def _warn_unknown(environ: Mapping[str, str]) -> None:

@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from asynceval import LLMCallFailed, OpenAIChatModel, Settings
-from asynceval.errors import MalformedResponse, ProviderConnectionError
+from asynceval.errors import MalformedResponse, ProviderConnectionError, ProviderError
 from asynceval.limits import ConcurrencyController
 from asynceval.llm import track_usage
 from asynceval.sim import SimConfig
@@ -314,3 +314,45 @@ async def test_generate_with_stream_true_is_refused_before_anything_is_sent() ->
         with pytest.raises(ConfigError, match="does not stream"):
             await model.generate("What is 1 + 1?", stream=True)
         assert model.sim is not None and model.sim.stats()["requests"] == 0
+
+
+async def test_a_call_that_fails_for_good_chains_only_its_last_failure() -> None:
+    """The retries run outside the first attempt's handler: the last failure (the
+    LLMCallFailed's cause) is not chained to the first, so a report's traceback shows one."""
+    model = OpenAIChatModel(
+        settings=Settings(retry_max_attempts=3, retry_initial_delay=0.01, retry_max_delay=0.02),
+        controller=ConcurrencyController(2),
+        sim_config=SimConfig(latency=0, fault_rates={503: 1.0}),
+    )
+    async with model:
+        with pytest.raises(LLMCallFailed) as failed:
+            await model.generate("x")
+    last = failed.value.__cause__
+    assert isinstance(last, ProviderError) and last.status_code == 503
+    assert last.__context__ is None and last.__cause__ is None
+
+
+async def test_a_client_turning_the_deadline_into_its_own_timeout_error_is_a_timeout(
+    event_log: EventLog,
+) -> None:
+    """A client that answers our deadline's cancellation with a TimeoutError of its own: the
+    attempt still timed out (its `timeout` event, a retryable failure), as with fail_after."""
+    from asynceval.limits import RetryPolicy
+    from asynceval.llm.gateway import Gateway
+
+    async def attempt(lease: Any) -> str:
+        try:
+            await anyio.sleep(10)
+        except anyio.get_cancelled_exc_class():
+            raise TimeoutError("the client's own timeout") from None
+        return "never"
+
+    gateway = Gateway(
+        controller=ConcurrencyController(1),
+        retry_policy=RetryPolicy.from_settings(Settings(retry_max_attempts=1)),
+        call_timeout=0.05,
+    )
+    with anyio.fail_after(5), pytest.raises(LLMCallFailed) as failed:
+        await gateway.call(attempt, usage_of=lambda result: None)
+    assert failed.value.retryable
+    assert [e["timeout_s"] for e in event_log.named("timeout")] == [0.05]

@@ -151,3 +151,14 @@ def test_window_memory_is_bounded_by_one_span_of_entries() -> None:
         assert len(window._times) == len(window._amounts) <= 1024 + 4
     assert window.peak == 4
     assert window.total(10_000 * 0.25) == 3  # what was dropped was only what had left
+
+
+def test_window_refuses_an_amount_that_is_not_an_int_and_stays_whole() -> None:
+    window = Window(10.0)
+    window.add(0.0, 2)
+    with pytest.raises(TypeError):
+        window.add(1.0, 1.5)  # type: ignore[arg-type]
+    with pytest.raises(OverflowError):
+        window.add(1.0, 2**63)
+    window.add(2.0, 3)
+    assert (len(window), window.total(2.0), window.total(10.5)) == (2, 5, 3)

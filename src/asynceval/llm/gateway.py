@@ -285,13 +285,16 @@ class Gateway:
             current_usage(),
         )
         try:
+            failure: _TurnedAway | ProviderError | None = None
             try:
                 # The first send with no frame between: most calls end here, and every frame
                 # is resumed again at each of the call's suspensions.
                 result = await self._send(attempt, call, estimated_tokens, usage_of, 0)
             except (_TurnedAway, ProviderError) as exc:
+                failure = exc
+            if failure is not None:  # outside the handler: later errors are not chained to it
                 result = await self._after_first_send(
-                    exc, call, attempt, estimated_tokens, usage_of
+                    failure, call, attempt, estimated_tokens, usage_of
                 )
         except ProviderError as exc:
             raise self._failed(call, exc) from exc
@@ -427,15 +430,20 @@ class Gateway:
         try:
             # The deadline's cancel scope itself (fail_after is this plus two generator
             # context managers, about 3 us a call): a timeout ends the block without an error.
-            with anyio.move_on_after(self.call_timeout):
-                return await attempt(lease)
+            with anyio.move_on_after(self.call_timeout) as scope:
+                try:
+                    return await attempt(lease)
+                except TimeoutError:
+                    if not scope.cancel_called:
+                        raise  # the attempt's own, not our deadline's
+                    # our deadline's cancellation, turned into a TimeoutError by the client
             events.timeout(
                 agent=lease.agent,
                 dimension=lease.dimension,
                 call_id=lease.call_id,
                 timeout_s=self.call_timeout,
             )
-            raise AttemptTimeout(self.call_timeout)
+            raise AttemptTimeout(self.call_timeout) from None
         except RateLimited as exc:
             controller, endpoint = self.controller, self.endpoint
             if endpoint is not None:

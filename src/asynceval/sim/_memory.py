@@ -8,6 +8,7 @@ The lock is never held across an await, so it cannot block an event loop for lon
 
 from __future__ import annotations
 
+import operator
 import threading
 from array import array
 from collections import OrderedDict
@@ -79,6 +80,9 @@ class Window:
 
     def add(self, now: float, amount: int = 1) -> None:
         """Count `amount` at time `now` (times must not go backwards) and update `peak`."""
+        amount = operator.index(amount)  # an int, checked before either array takes anything
+        if not -(2**63) <= amount < 2**63:
+            raise OverflowError(f"Window amount out of range: {amount}")
         with self._lock:
             self._prune(now)
             self._times.append(now)
@@ -107,7 +111,8 @@ class Window:
 
     def __len__(self) -> int:
         """How many entries are held (those of the last `span` seconds, as of the last prune)."""
-        return len(self._times) - self._head
+        with self._lock:
+            return len(self._times) - self._head
 
     def _prune(self, now: float) -> None:
         # An entry exactly `span` old has left the half-open window (now - span, now].
