@@ -19,7 +19,7 @@ import anyio
 import httpx
 
 from .. import events
-from ..llm.gateway import Lease
+from ..llm._lease import Lease
 from ..runtime import from_thread, spawn
 from ._usage import StreamUsage
 

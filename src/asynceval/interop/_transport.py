@@ -32,7 +32,8 @@ from ..limits import ConcurrencyController, RateLimiter, RetryPolicy
 from ..llm._cached import CacheUse
 from ..llm._held import Held, adopted, current_scope
 from ..llm._http import check_response, estimated_tokens, provider_error, request_errors
-from ..llm.gateway import UNSET, Gateway, Lease
+from ..llm._lease import Lease
+from ..llm.gateway import UNSET, Gateway
 from ..llm.model import SIM_BASE_URL
 from ..llm.types import Usage
 from ..runtime import CachedAnswer, EndpointKey, Runtime, create_client, from_thread

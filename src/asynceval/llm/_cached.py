@@ -20,7 +20,7 @@ from collections.abc import Iterable
 
 from .. import events
 from ..runtime import CachedAnswer, CallCache
-from .gateway import _call_id, caller
+from ._call import call_id, caller
 from .types import Usage
 from .usage import current_usage
 
@@ -77,7 +77,7 @@ class CacheUse:
         events.cache_hit(
             agent=agent,
             dimension=dimension,
-            call_id=_call_id(),
+            call_id=call_id(),
             url=self.url,
             key=self.key[:16],
         )

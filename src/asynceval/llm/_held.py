@@ -34,7 +34,7 @@ _FINALIZER_TURNS = 3
 
 
 class HeldLease(Protocol):
-    """What the scope needs of a kept lease (`gateway.Lease`)."""
+    """What the scope needs of a kept lease (`_lease.Lease`)."""
 
     reading: bool
     collected: bool

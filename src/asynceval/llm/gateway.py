@@ -12,23 +12,20 @@ attempt that will be retried writes a `retry` event; a call that fails for good 
 from __future__ import annotations
 
 import functools
-import itertools
-import os
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
-from tenacity import RetryCallState
 
 from .. import events
 from ..errors import AttemptTimeout, LLMCallFailed, ProviderError, RateLimited
-from ..limits import ConcurrencyController, RateLimiter, RetryPolicy, Slot
-from ..limits.rate import Reservation
-from ._held import Held, collect_if_dropped, current_scope, scope_if_any
+from ..limits import ConcurrencyController, RateLimiter, RetryPolicy
+from ._call import Call, call_id, caller
+from ._held import collect_if_dropped, scope_if_any
+from ._lease import Lease
 from .types import Completion, Usage
-from .usage import UsageCounter, current_usage
+from .usage import current_usage
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -37,179 +34,13 @@ T = TypeVar("T")
 UNSET: Any = object()
 """`rate_limiter=UNSET`: the runtime's rate windows (None is a choice: no rate limit)."""
 
-
-class Lease:
-    """What one sent attempt holds: its slot and its share of the rate windows.
-
-    The gateway releases it when the attempt returns, unless the attempt called `keep()`: then
-    the result it returned (a response stream read later) owns it and calls `release(usage)`
-    when it is done. `release` is idempotent, synchronous and safe from any thread, so it may
-    also run from a finalizer.
-    """
-
-    __slots__ = (
-        "_held",
-        "_limiter",
-        "_released",
-        "_reservation",
-        "_slot",
-        "_unsend",
-        "_usage",
-        "collected",
-        "on_reclaim",
-        "reading",
-    )
-
-    def __init__(self, slot: Slot, limiter: RateLimiter | None, usage: UsageCounter | None):
-        self._slot = slot
-        self._limiter = limiter
-        self._reservation: Reservation | None = None
-        self._usage = usage
-        self._released = False
-        self._held: Held | None = None
-        self.reading = False  # a kept lease's stream is waiting for its next chunk
-        self.collected = False  # a collection looked for its stream being dropped
-        self.on_reclaim: Callable[[], None] | None = None  # what ends its stream (see reclaim)
-        self._unsend: Callable[[], None] | None = None  # a kept request's end at the provider
-
-    @property
-    def kept(self) -> bool:
-        """Whether a result that outlives the attempt owns this lease (`keep()`)."""
-        return self._held is not None
-
-    @property
-    def call_id(self) -> str:
-        return self._slot.call_id
-
-    @property
-    def agent(self) -> str | None:
-        return self._slot.agent
-
-    @property
-    def dimension(self) -> str | None:
-        return self._slot.dimension
-
-    def keep(self) -> None:
-        """The result outlives the attempt and will release this lease itself; until then the
-        lease is recorded in the current scope (see `llm._held`)."""
-        self._held = current_scope()
-        self._held[self] = None
-
-    def reclaim(self) -> None:
-        """Its scope ended with the result unfinished: end it (`on_reclaim`: the stream closes
-        and counts what it read), else just release."""
-        (self.on_reclaim or self.release)()
-
-    def release(self, usage: Usage | None = None) -> None:
-        """Free the slot; settle the token share to `usage` (None: nothing used, or for a kept
-        result, unknown: the estimate stays) and count the tokens into the repetition's usage.
-        Once only, whichever thread calls first."""
-        with _release_lock:  # a reclaim, a finalizer and a reader may race to it
-            if self._released:
-                return
-            self._released = True
-        try:
-            if self._held is not None:
-                self._held.pop(self, None)
-            if self._unsend is not None:  # a stream: the provider has finished serving it
-                self._unsend()
-            # An answer that said nothing of its usage: a failed attempt used nothing, but a
-            # stream that went out and was left unread keeps its estimate (the provider spent it).
-            if self._limiter is not None and self._reservation is not None:
-                if usage is not None:
-                    self._limiter.settle(self._reservation, usage.total_tokens)
-                elif not self.kept:
-                    self._limiter.settle(self._reservation, 0)
-            if usage is not None and self._usage is not None:
-                self._usage.add_tokens(usage)
-        finally:
-            self._slot.release()
-
-
-_release_lock = threading.Lock()  # held for a check-and-set only
-
-
 Attempt = Callable[[Lease], Awaitable[T]]
 """One request: given the attempt's lease (for results that outlive it), returns the result."""
+
 
 MAX_REQUEUES = 10
 """How many times one attempt may be turned away by an overloaded provider and sent again,
 uncounted, before its 429 counts as a failed attempt."""
-
-
-class _Call:
-    """One call's identity and counters, shared by its attempts."""
-
-    __slots__ = ("agent", "attempts", "call_id", "dimension", "started", "usage")
-
-    def __init__(
-        self,
-        agent: str | None,
-        dimension: str | None,
-        call_id: str,
-        started: float,
-        usage: UsageCounter | None,
-    ) -> None:
-        self.agent = agent
-        self.dimension = dimension
-        self.call_id = call_id
-        self.started = started
-        self.usage = usage
-        self.attempts = 1
-
-    def on_retry(self, state: RetryCallState) -> None:
-        """tenacity's before_sleep: count the retry and write its event."""
-        error = state.outcome.exception() if state.outcome is not None else None
-        self._retried(getattr(error, "status_code", None), state.upcoming_sleep, str(error))
-
-    def on_turned_away(self, error: RateLimited, delay: float) -> None:
-        """An overload 429: count the retry and write its event; the call goes again."""
-        self._retried(
-            error.status_code,
-            delay,
-            f"{error} (the provider is serving our other calls: this call goes again at the "
-            "front of the line, not counted as an attempt)",
-        )
-        self.attempts += 1
-
-    def _retried(self, status_code: int | None, delay: float, error: str) -> None:
-        if self.usage is not None:
-            self.usage.retries += 1
-        events.retry(
-            agent=self.agent,
-            dimension=self.dimension,
-            call_id=self.call_id,
-            attempt=self.attempts,
-            status_code=status_code,
-            delay_s=delay,
-            error=error,
-        )
-
-
-_call_ids = itertools.count()
-_process_tag = os.urandom(4).hex()  # ids stay unique across processes (a cluster's workers)
-
-
-def _new_process_tag() -> None:
-    global _process_tag
-    _process_tag = os.urandom(4).hex()
-
-
-os.register_at_fork(after_in_child=_new_process_tag)  # a forked worker is another process
-
-
-def _call_id() -> str:
-    """A call's id: unique in the process and across processes, without a system call."""
-    return f"{_process_tag}{next(_call_ids):08x}"
-
-
-def caller(agent: str | None, dimension: str | None) -> tuple[str | None, str | None]:
-    """The (agent, dimension) a call is made for: those given, else those bound to the events
-    of this context (`events.bind_context`, as the engine and `SyncAgent` do)."""
-    return (
-        agent if agent is not None else events.context_value("agent"),
-        dimension if dimension is not None else events.context_value("dimension"),
-    )
 
 
 def _completion_usage(result: object) -> Usage | None:
@@ -278,9 +109,9 @@ class Gateway:
         `usage_of` reads the tokens a result reports (a `Completion`'s by default); a result whose
         attempt kept its lease reports them when it releases it.
         """
-        call = _Call(
+        call = Call(
             *caller(agent, dimension),
-            _call_id(),
+            call_id(),
             time.monotonic(),
             current_usage(),
         )
@@ -305,7 +136,7 @@ class Gateway:
     async def _after_first_send(
         self,
         failure: _TurnedAway | ProviderError,
-        call: _Call,
+        call: Call,
         attempt: Attempt[T],
         estimated_tokens: int,
         usage_of: Callable[[T], Usage | None],
@@ -330,7 +161,7 @@ class Gateway:
                 result = await self._attempt(attempt, call, estimated_tokens, usage_of)
         return result
 
-    def _failed(self, call: _Call, exc: ProviderError) -> LLMCallFailed:
+    def _failed(self, call: Call, exc: ProviderError) -> LLMCallFailed:
         elapsed = time.monotonic() - call.started
         if call.usage is not None:
             call.usage.llm_calls += 1
@@ -357,7 +188,7 @@ class Gateway:
     async def _attempt(
         self,
         attempt: Attempt[T],
-        call: _Call,
+        call: Call,
         estimated_tokens: int,
         usage_of: Callable[[T], Usage | None],
         turned: _TurnedAway | None = None,
@@ -385,7 +216,7 @@ class Gateway:
     async def _send(
         self,
         attempt: Attempt[T],
-        call: _Call,
+        call: Call,
         estimated_tokens: int,
         usage_of: Callable[[T], Usage | None],
         requeue: int,

@@ -36,7 +36,8 @@ from ..runtime import (
 )
 from ._cached import CacheUse
 from ._http import Reply, check_response, estimated_tokens, parse_or_malformed, request_errors
-from .gateway import UNSET, Gateway, Lease
+from ._lease import Lease
+from .gateway import UNSET, Gateway
 from .types import Completion, Messages, as_messages
 
 if TYPE_CHECKING:

@@ -1,0 +1,88 @@
+"""`Call`: one LLM call's identity (agent, dimension, call id) and counters, shared by its
+attempts and written into their `retry` events; call ids unique across processes."""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+from tenacity import RetryCallState
+
+from .. import events
+from ..errors import RateLimited
+from .usage import UsageCounter
+
+
+class Call:
+    """One call's identity and counters, shared by its attempts."""
+
+    __slots__ = ("agent", "attempts", "call_id", "dimension", "started", "usage")
+
+    def __init__(
+        self,
+        agent: str | None,
+        dimension: str | None,
+        call_id: str,
+        started: float,
+        usage: UsageCounter | None,
+    ) -> None:
+        self.agent = agent
+        self.dimension = dimension
+        self.call_id = call_id
+        self.started = started
+        self.usage = usage
+        self.attempts = 1
+
+    def on_retry(self, state: RetryCallState) -> None:
+        """tenacity's before_sleep: count the retry and write its event."""
+        error = state.outcome.exception() if state.outcome is not None else None
+        self._retried(getattr(error, "status_code", None), state.upcoming_sleep, str(error))
+
+    def on_turned_away(self, error: RateLimited, delay: float) -> None:
+        """An overload 429: count the retry and write its event; the call goes again."""
+        self._retried(
+            error.status_code,
+            delay,
+            f"{error} (the provider is serving our other calls: this call goes again at the "
+            "front of the line, not counted as an attempt)",
+        )
+        self.attempts += 1
+
+    def _retried(self, status_code: int | None, delay: float, error: str) -> None:
+        if self.usage is not None:
+            self.usage.retries += 1
+        events.retry(
+            agent=self.agent,
+            dimension=self.dimension,
+            call_id=self.call_id,
+            attempt=self.attempts,
+            status_code=status_code,
+            delay_s=delay,
+            error=error,
+        )
+
+
+_call_ids = itertools.count()
+_process_tag = os.urandom(4).hex()  # ids stay unique across processes (a cluster's workers)
+
+
+def _new_process_tag() -> None:
+    global _process_tag
+    _process_tag = os.urandom(4).hex()
+
+
+os.register_at_fork(after_in_child=_new_process_tag)  # a forked worker is another process
+
+
+def call_id() -> str:
+    """A call's id: unique in the process and across processes, without a system call."""
+    return f"{_process_tag}{next(_call_ids):08x}"
+
+
+def caller(agent: str | None, dimension: str | None) -> tuple[str | None, str | None]:
+    """The (agent, dimension) a call is made for: those given, else those bound to the events
+    of this context (`events.bind_context`, as the engine and `SyncAgent` do)."""
+    return (
+        agent if agent is not None else events.context_value("agent"),
+        dimension if dimension is not None else events.context_value("dimension"),
+    )

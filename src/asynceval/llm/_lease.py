@@ -1,0 +1,104 @@
+"""`Lease`: what one sent attempt holds (its slot and its share of the rate windows), released
+once, from any thread, by the gateway or by the result that outlives the attempt (a stream)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from ..limits import RateLimiter, Slot
+from ..limits.rate import Reservation
+from ._held import Held, current_scope
+from .types import Usage
+from .usage import UsageCounter
+
+
+class Lease:
+    """What one sent attempt holds: its slot and its share of the rate windows.
+
+    The gateway releases it when the attempt returns, unless the attempt called `keep()`: then
+    the result it returned (a response stream read later) owns it and calls `release(usage)`
+    when it is done. `release` is idempotent, synchronous and safe from any thread, so it may
+    also run from a finalizer.
+    """
+
+    __slots__ = (
+        "_held",
+        "_limiter",
+        "_released",
+        "_reservation",
+        "_slot",
+        "_unsend",
+        "_usage",
+        "collected",
+        "on_reclaim",
+        "reading",
+    )
+
+    def __init__(self, slot: Slot, limiter: RateLimiter | None, usage: UsageCounter | None):
+        self._slot = slot
+        self._limiter = limiter
+        self._reservation: Reservation | None = None
+        self._usage = usage
+        self._released = False
+        self._held: Held | None = None
+        self.reading = False  # a kept lease's stream is waiting for its next chunk
+        self.collected = False  # a collection looked for its stream being dropped
+        self.on_reclaim: Callable[[], None] | None = None  # what ends its stream (see reclaim)
+        self._unsend: Callable[[], None] | None = None  # a kept request's end at the provider
+
+    @property
+    def kept(self) -> bool:
+        """Whether a result that outlives the attempt owns this lease (`keep()`)."""
+        return self._held is not None
+
+    @property
+    def call_id(self) -> str:
+        return self._slot.call_id
+
+    @property
+    def agent(self) -> str | None:
+        return self._slot.agent
+
+    @property
+    def dimension(self) -> str | None:
+        return self._slot.dimension
+
+    def keep(self) -> None:
+        """The result outlives the attempt and will release this lease itself; until then the
+        lease is recorded in the current scope (see `llm._held`)."""
+        self._held = current_scope()
+        self._held[self] = None
+
+    def reclaim(self) -> None:
+        """Its scope ended with the result unfinished: end it (`on_reclaim`: the stream closes
+        and counts what it read), else just release."""
+        (self.on_reclaim or self.release)()
+
+    def release(self, usage: Usage | None = None) -> None:
+        """Free the slot; settle the token share to `usage` (None: nothing used, or for a kept
+        result, unknown: the estimate stays) and count the tokens into the repetition's usage.
+        Once only, whichever thread calls first."""
+        with _release_lock:  # a reclaim, a finalizer and a reader may race to it
+            if self._released:
+                return
+            self._released = True
+        try:
+            if self._held is not None:
+                self._held.pop(self, None)
+            if self._unsend is not None:  # a stream: the provider has finished serving it
+                self._unsend()
+            # An answer that said nothing of its usage: a failed attempt used nothing, but a
+            # stream that went out and was left unread keeps its estimate (the provider spent it).
+            if self._limiter is not None and self._reservation is not None:
+                if usage is not None:
+                    self._limiter.settle(self._reservation, usage.total_tokens)
+                elif not self.kept:
+                    self._limiter.settle(self._reservation, 0)
+            if usage is not None and self._usage is not None:
+                self._usage.add_tokens(usage)
+        finally:
+            self._slot.release()
+
+
+_release_lock = threading.Lock()  # held for a check-and-set only
