@@ -16,7 +16,7 @@ import secrets
 import tempfile
 import time
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -32,21 +32,18 @@ from .. import __version__, events
 from ..errors import BackendLost, ConfigError, TaskSpecError
 from ..limits import ConcurrencyController
 from ..runtime import RunGcThreshold, Runtime
+from ._run_inputs import QueueArg, TaskSource, agent_data_resolver, checked_ids, make_queue
 from .backend import Backend, Session
 from .callbacks import CallbackRunner
-from .queues import SequentialQueue, TaskQueue
 from .repetition import Repetitions, Unit
 from .results import ResultsFile, successful_reports
 from .run_reports import RunReports, remove_file
 from .seen_ids import SeenIds
-from .task import Task, as_task, duplicate_message
+from .task import duplicate_message
 from .threads import ThreadRunner, threads_scope
 
 if TYPE_CHECKING:
     from .benchmark import Benchmark
-
-TaskSource = Iterable[Task | Mapping[str, Any]]
-QueueArg = TaskQueue | Callable[[TaskSource], TaskQueue] | None
 
 
 @dataclass
@@ -80,9 +77,9 @@ class Run:
         self.settings = self.runtime.settings
         self.max_tasks = benchmark.max_concurrent_tasks or self.settings.max_concurrent_tasks
         self.n_tasks = len(tasks) if hasattr(tasks, "__len__") else None  # type: ignore[arg-type]
-        tasks = _checked_ids(tasks)
-        tasks, self._agent_data_for = _agent_data_resolver(tasks, agent_data)
-        self.queue = _make_queue(tasks, queue)
+        tasks = checked_ids(tasks)
+        tasks, self._agent_data_for = agent_data_resolver(tasks, agent_data)
+        self.queue = make_queue(tasks, queue)
         self.results_path = results_path
         self.resume = resume
         if resume and results_path is None:
@@ -373,49 +370,3 @@ def _runtime_for(bench: Benchmark) -> Runtime:
     if bench.controller is not None and bench.controller is not runtime.limiter:
         return Runtime(runtime.settings, limiter=bench.controller, rate=runtime.rate)
     return runtime
-
-
-def _checked_ids(tasks: TaskSource | None) -> TaskSource | None:
-    """Tasks given as a list: built and their ids checked before anything runs (a repeated id
-    is one clear error); lazy sources are checked as they are pulled."""
-    if not isinstance(tasks, Sequence):
-        return tasks
-    built = [as_task(item) for item in tasks]
-    seen: dict[str, int] = {}
-    for index, task in enumerate(built):
-        if task.id in seen:
-            raise TaskSpecError(duplicate_message(task.id, f"tasks {seen[task.id]} and {index}"))
-        seen[task.id] = index
-    return built
-
-
-def _agent_data_resolver(
-    tasks: TaskSource | None, agent_data: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None
-) -> tuple[TaskSource | None, Callable[[Task], Mapping[str, Any]]]:
-    if agent_data is None:
-        return tasks, lambda task: {}
-    if isinstance(agent_data, Mapping):
-        shared = dict(agent_data)
-        return tasks, lambda task: shared
-    if tasks is None or not isinstance(tasks, Sequence):
-        raise ConfigError("agent_data as a list (one per task) needs tasks as a list too")
-    if len(agent_data) != len(tasks):
-        raise ConfigError(f"agent_data has {len(agent_data)} entries for {len(tasks)} tasks")
-    materialized = [as_task(item) for item in tasks]
-    by_id = {task.id: dict(data) for task, data in zip(materialized, agent_data, strict=True)}
-    return materialized, lambda task: by_id.get(task.id, {})
-
-
-def _make_queue(tasks: TaskSource | None, queue: QueueArg) -> TaskQueue:
-    if isinstance(queue, TaskQueue):
-        if tasks is not None:
-            raise ConfigError("pass tasks or a ready TaskQueue, not both")
-        return queue
-    if tasks is None:
-        raise ConfigError("run() needs tasks (or a TaskQueue that holds them)")
-    if queue is None:
-        return SequentialQueue(tasks)
-    built = queue(tasks)
-    if not isinstance(built, TaskQueue):
-        raise ConfigError(f"queue must build a TaskQueue, got {type(built).__name__}")
-    return built

@@ -1,4 +1,5 @@
-"""HTTP edge helpers shared by the providers: Retry-After parsing and error mapping."""
+"""HTTP edge helpers shared by the providers: Retry-After parsing, error mapping, and the POST of
+a request our models built."""
 
 from __future__ import annotations
 
@@ -9,9 +10,14 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from http import HTTPStatus
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
 
 from ..errors import MalformedResponse, ProviderConnectionError, ProviderError, RateLimited
+
+if TYPE_CHECKING:
+    import httpx
 
 
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:
@@ -161,3 +167,30 @@ def estimated_tokens(content: bytes, body: Any) -> int:
     if isinstance(body, Mapping):
         cap = next((body[k] for k in _TOKEN_CAPS if isinstance(body.get(k), int)), 0)
     return len(content) // 4 + cap
+
+
+async def post_with_client(client: httpx.AsyncClient, url: str, content: bytes) -> httpx.Response:
+    """POST `content` through the client (stock httpx with a proxy from the environment needs
+    its routing); transport failures as ProviderConnectionError."""
+    with request_errors():
+        return await client.post(url, content=content)
+
+
+async def post_to_transport(
+    transport: httpx.AsyncBaseTransport, url: str, headers: dict[str, str], content: bytes
+) -> httpx.Response:
+    """POST straight to the pool's transport: the request is complete as built (absolute URL,
+    fixed headers, body), so the client's layer (cookies, auth, redirects, URL merging, event
+    hooks) would cost a few hundred microseconds for nothing."""
+    import httpx
+
+    with request_errors():
+        response = await transport.handle_async_request(
+            httpx.Request("POST", url, headers=headers, content=content)
+        )
+        try:
+            await response.aread()
+        finally:
+            with anyio.CancelScope(shield=True):  # a cancelled read still gives the socket back
+                await response.aclose()
+    return response

@@ -18,7 +18,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-import anyio
 from pydantic import BaseModel, SecretStr
 
 from .. import events
@@ -35,7 +34,14 @@ from ..runtime import (
     transport_of,
 )
 from ._cached import CacheUse
-from ._http import Reply, check_response, estimated_tokens, parse_or_malformed, request_errors
+from ._http import (
+    Reply,
+    check_response,
+    estimated_tokens,
+    parse_or_malformed,
+    post_to_transport,
+    post_with_client,
+)
 from ._lease import Lease
 from .gateway import UNSET, Gateway
 from .types import Completion, Messages, as_messages
@@ -322,8 +328,8 @@ class ChatModel(ABC):
 
             async def attempt(lease: Lease) -> Completion:
                 if transport is None:
-                    return decoded(await _post(client, self._url, content))
-                return decoded(await _send(transport, self._url, headers, content))
+                    return decoded(await post_with_client(client, self._url, content))
+                return decoded(await post_to_transport(transport, self._url, headers, content))
 
             return await gateway.call(
                 attempt, agent=agent, dimension=dimension, estimated_tokens=estimated
@@ -381,28 +387,3 @@ class ChatModel(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
-
-
-async def _post(client: httpx.AsyncClient, url: str, content: bytes) -> httpx.Response:
-    with request_errors():
-        return await client.post(url, content=content)
-
-
-async def _send(
-    transport: httpx.AsyncBaseTransport, url: str, headers: dict[str, str], content: bytes
-) -> httpx.Response:
-    """POST straight to the pool's transport: the request is complete as built (absolute URL,
-    fixed headers, body), so the client's layer (cookies, auth, redirects, URL merging, event
-    hooks) would cost a few hundred microseconds for nothing."""
-    import httpx
-
-    with request_errors():
-        response = await transport.handle_async_request(
-            httpx.Request("POST", url, headers=headers, content=content)
-        )
-        try:
-            await response.aread()
-        finally:
-            with anyio.CancelScope(shield=True):  # a cancelled read still gives the socket back
-                await response.aclose()
-    return response
