@@ -353,6 +353,16 @@ async def test_callbacks_fire_serialized_and_a_raising_one_does_not_stop_the_run
     assert len(failures) == 6 and failures[0]["hook"] == "on_task_repeat_end"
 
 
+async def test_one_worker_at_a_time_chooses_even_while_a_callback_waits() -> None:
+    """A callback that waits inside the choice (on_task_selected): the other workers do not
+    choose meanwhile, so each task's task_start follows its own selected."""
+    recorder = Recorder()
+    bench = Scripted(max_concurrent_tasks=4, callbacks=[recorder])
+    await bench.run([Task(query=name, id=name) for name in "abcdef"])
+    chosen = [(hook, task) for hook, task in recorder.calls if hook in ("selected", "task_start")]
+    assert chosen == [(hook, name) for name in "abcdef" for hook in ("selected", "task_start")]
+
+
 async def test_registries_are_isolated_between_concurrent_repetitions() -> None:
     class Box:
         def __init__(self, value: str) -> None:
