@@ -18,12 +18,12 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 import weakref
 from asyncio import _get_running_loop as _running_loop
 from collections.abc import Callable, Mapping
 from typing import Any, Self, TextIO
 
+from ._clock import utc_now
 from ._jsonfast import encoder, scalar
 from ._redact import may_hold_secret, redact_secrets, scrub_value, secret_key
 from ._writer import AppendOnlyFile
@@ -33,7 +33,6 @@ _NAMES = {name: name.upper() for name in LEVELS}
 
 _MOST_WAITING = 256  # lines held for the end of a loop turn: a long turn still writes as it goes
 _encode = encoder(default=repr)  # what structlog's JSONRenderer did: repr() else
-_stamp_cache: tuple[int, str] = (-1, "")
 
 
 def _no_loop() -> None:
@@ -42,14 +41,9 @@ def _no_loop() -> None:
 
 
 def timestamp() -> str:
-    """Now as ISO 8601 UTC with microseconds (the date part formatted once per second)."""
-    global _stamp_cache
-    now = time.time()
-    second = int(now)
-    cache = _stamp_cache  # read once: another thread may replace it
-    if cache[0] != second:
-        cache = _stamp_cache = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
-    return f"{cache[1]}.{int((now - second) * 1e6):06d}Z"
+    """Now as ISO 8601 UTC with microseconds and a Z."""
+    day, micros = utc_now()
+    return f"{day}.{micros:06d}Z"
 
 
 class EventLog:

@@ -1,8 +1,9 @@
-"""The traces' and configs' metadata timestamp: `datetime.now(UTC).isoformat()`'s text, made
-from a per-second cache (two per repetition)."""
+"""The traces' and configs' metadata timestamp is `datetime.now(UTC).isoformat()`'s text, and an
+event's is the same instant with a Z, both from a per-second cache of the clock's text."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 import pytest
@@ -24,6 +25,17 @@ def test_it_is_the_isoformat_of_now() -> None:
 def test_whole_seconds_and_microseconds_are_written_as_isoformat_does(
     monkeypatch: pytest.MonkeyPatch, ns: int
 ) -> None:
-    monkeypatch.setattr(registry.time, "time_ns", lambda: ns)
+    monkeypatch.setattr(time, "time_ns", lambda: ns)
     expected = datetime.fromtimestamp(ns // 10**9, UTC).replace(microsecond=ns // 1000 % 10**6)
     assert registry._now_iso() == expected.isoformat()
+
+
+@pytest.mark.parametrize("ns", [1_700_000_000_000_000_000, 1_700_000_001_000_042_999])
+def test_an_events_timestamp_is_the_same_instant_with_a_z(
+    monkeypatch: pytest.MonkeyPatch, ns: int
+) -> None:
+    from asynceval import _eventlog
+
+    monkeypatch.setattr(time, "time_ns", lambda: ns)
+    instant = datetime.fromtimestamp(ns // 10**9, UTC).replace(microsecond=ns // 1000 % 10**6)
+    assert _eventlog.timestamp() == instant.strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -8,12 +8,11 @@ and/or `gather_config()` returning a dict; one whose gather raises yields an err
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from contextvars import ContextVar
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from .._clock import utc_now
 from .._scoped import Scoped
 
 _SINGLE = ("environment", "user")  # categories holding one component, not a mapping
@@ -109,15 +108,7 @@ class ComponentRegistry:
         return out
 
 
-_second: tuple[int, str] = (-1, "")
-
-
 def _now_iso() -> str:
-    """`datetime.now(UTC).isoformat()`, the date and time of day formatted once a second (two
-    per repetition)."""
-    global _second
-    seconds, micros = divmod(time.time_ns() // 1000, 1_000_000)
-    cached = _second  # read once: another thread may replace it
-    if cached[0] != seconds:
-        cached = _second = (seconds, datetime.fromtimestamp(seconds, UTC).isoformat()[:-6])
-    return f"{cached[1]}.{micros:06d}+00:00" if micros else f"{cached[1]}+00:00"
+    """`datetime.now(UTC).isoformat()` (two per repetition), from the per-second clock text."""
+    day, micros = utc_now()
+    return f"{day}.{micros:06d}+00:00" if micros else f"{day}+00:00"
