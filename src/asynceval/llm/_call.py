@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 
 from tenacity import RetryCallState
 
 from .. import events
-from ..errors import RateLimited
+from ..errors import LLMCallFailed, ProviderError, RateLimited
 from .usage import UsageCounter
 
 
@@ -47,6 +48,32 @@ class Call:
             "front of the line, not counted as an attempt)",
         )
         self.attempts += 1
+
+    def failed(self, exc: ProviderError) -> LLMCallFailed:
+        """The call has failed for good with `exc`: count it, write `llm_call_failed`, and the
+        error to raise."""
+        elapsed = time.monotonic() - self.started
+        if self.usage is not None:
+            self.usage.llm_calls += 1
+            self.usage.failed_calls += 1
+        events.llm_call_failed(
+            agent=self.agent,
+            dimension=self.dimension,
+            call_id=self.call_id,
+            status_code=exc.status_code,
+            attempts=self.attempts,
+            elapsed_s=elapsed,
+            error=str(exc),
+        )
+        return LLMCallFailed(
+            agent=self.agent,
+            dimension=self.dimension,
+            status_code=exc.status_code,
+            attempts=self.attempts,
+            elapsed_s=elapsed,
+            message=exc.message,
+            retryable=exc.retryable,
+        )
 
     def _retried(self, status_code: int | None, delay: float, error: str) -> None:
         if self.usage is not None:

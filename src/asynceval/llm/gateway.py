@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 
 from .. import events
-from ..errors import AttemptTimeout, LLMCallFailed, ProviderError, RateLimited
+from ..errors import AttemptTimeout, ProviderError, RateLimited
 from ..limits import ConcurrencyController, RateLimiter, RetryPolicy
 from ._call import Call, call_id, caller
 from ._held import collect_if_dropped, scope_if_any
@@ -128,7 +128,7 @@ class Gateway:
                     failure, call, attempt, estimated_tokens, usage_of
                 )
         except ProviderError as exc:
-            raise self._failed(call, exc) from exc
+            raise call.failed(exc) from exc
         if call.usage is not None:
             call.usage.llm_calls += 1
         return result
@@ -160,30 +160,6 @@ class Gateway:
                 call.attempts += 1
                 result = await self._attempt(attempt, call, estimated_tokens, usage_of)
         return result
-
-    def _failed(self, call: Call, exc: ProviderError) -> LLMCallFailed:
-        elapsed = time.monotonic() - call.started
-        if call.usage is not None:
-            call.usage.llm_calls += 1
-            call.usage.failed_calls += 1
-        events.llm_call_failed(
-            agent=call.agent,
-            dimension=call.dimension,
-            call_id=call.call_id,
-            status_code=exc.status_code,
-            attempts=call.attempts,
-            elapsed_s=elapsed,
-            error=str(exc),
-        )
-        return LLMCallFailed(
-            agent=call.agent,
-            dimension=call.dimension,
-            status_code=exc.status_code,
-            attempts=call.attempts,
-            elapsed_s=elapsed,
-            message=exc.message,
-            retryable=exc.retryable,
-        )
 
     async def _attempt(
         self,
