@@ -94,9 +94,10 @@ class Slot:
     ) -> None:
         self.release()
 
-    def release(self) -> None:
+    def release(self) -> bool:
         """Free the slot (what leaving the `async with` does); for a holder that outlives the
-        block, such as a response stream that keeps its slot until it is read. Call it once."""
+        block, such as a response stream that keeps its slot until it is read. Call it once.
+        Returns whether the slot went straight to a caller waiting in line."""
         # Written before the slot is free: whoever takes it next (in any thread) writes its
         # `acquired` after this line, so replaying the log never counts more than were held.
         controller = self._controller
@@ -110,7 +111,8 @@ class Slot:
             )
         finally:
             try:
-                controller._give_back(self.endpoint)
+                handed = controller._give_back(self.endpoint)
             finally:
                 if controller.shared is not None:
                     controller.shared.release()
+        return handed

@@ -314,15 +314,15 @@ class ConcurrencyController:
         self._active -= 1
         self._active_at[endpoint] -= 1
 
-    def _give_back(self, endpoint: str | None) -> int:
-        """Free one slot and hand it on; returns the slots in use after the release."""
+    def _give_back(self, endpoint: str | None) -> bool:
+        """Free one slot and hand it on; returns whether a waiter was granted one."""
         with self._lock:
             self._untake(endpoint)
-            active = self._active
             chosen = self._dispatch()
         if chosen:
             self._wake(chosen)
-        return active
+            return True
+        return False
 
     def _try_take(self, endpoint: str | None, now: float, front: bool) -> _Waiter | None:
         """Take a slot at once if nobody waits and none is paused; else join the line."""

@@ -17,7 +17,7 @@ from .usage import UsageCounter
 class Call:
     """One call's identity and counters, shared by its attempts."""
 
-    __slots__ = ("agent", "attempts", "call_id", "dimension", "started", "usage")
+    __slots__ = ("agent", "attempts", "call_id", "dimension", "handed_on", "started", "usage")
 
     def __init__(
         self,
@@ -33,6 +33,7 @@ class Call:
         self.started = started
         self.usage = usage
         self.attempts = 1
+        self.handed_on = False  # its last attempt's slot went straight to a caller in line
 
     def on_retry(self, state: RetryCallState) -> None:
         """tenacity's before_sleep: count the retry and write its event."""

@@ -75,13 +75,14 @@ class Lease:
         and counts what it read), else just release."""
         (self.on_reclaim or self.release)()
 
-    def release(self, usage: Usage | None = None) -> None:
+    def release(self, usage: Usage | None = None) -> bool:
         """Free the slot; settle the token share to `usage` (None: nothing used, or for a kept
         result, unknown: the estimate stays) and count the tokens into the repetition's usage.
-        Once only, whichever thread calls first."""
+        Once only, whichever thread calls first. Returns whether this call freed the slot and
+        it went straight to a caller waiting in line."""
         with _release_lock:  # a reclaim, a finalizer and a reader may race to it
             if self._released:
-                return
+                return False
             self._released = True
         try:
             if self._held is not None:
@@ -98,7 +99,8 @@ class Lease:
             if usage is not None and self._usage is not None:
                 self._usage.add_tokens(usage)
         finally:
-            self._slot.release()
+            handed = self._slot.release()
+        return handed
 
 
 _release_lock = threading.Lock()  # held for a check-and-set only
