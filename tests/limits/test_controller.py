@@ -123,6 +123,36 @@ async def test_random_cancellations_leave_no_slot_held(event_log: EventLog) -> N
         release.set()
 
 
+@pytest.mark.parametrize("in_line", [0, 3])
+async def test_a_caller_already_cancelled_never_holds_a_slot(in_line: int) -> None:
+    """Cancelled before it asks: with a slot free it does not take it, and behind a line it
+    leaves the line without a grant, which goes to the next caller instead."""
+    controller = ConcurrencyController(1)
+    held: list[str] = []
+    release = anyio.Event()
+
+    async def caller(name: str) -> None:
+        async with controller.slot():
+            held.append(name)
+            await release.wait()
+
+    async with anyio.create_task_group() as tg:
+        if in_line:
+            tg.start_soon(caller, "holder")
+            await wait_all_tasks_blocked()
+            for index in range(in_line - 1):
+                tg.start_soon(caller, f"queued-{index}")
+            await wait_all_tasks_blocked()
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await caller("cancelled")
+        assert scope.cancelled_caught
+        release.set()
+    assert "cancelled" not in held
+    assert held == (["holder"] + [f"queued-{i}" for i in range(in_line - 1)] if in_line else [])
+    assert (controller.statistics().active, controller.statistics().waiting) == (0, 0)
+
+
 async def test_pause_holds_back_one_endpoint_only() -> None:
     controller = ConcurrencyController(2)
     controller.pause("http://a", 0.2)

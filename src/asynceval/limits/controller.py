@@ -342,7 +342,10 @@ class ConcurrencyController:
 
     async def _acquire(self, endpoint: str | None, front: bool = False) -> None:
         """Wait for a slot in FIFO order; on any exit without one, leave nothing behind."""
-        await anyio.lowlevel.checkpoint_if_cancelled()
+        if not (self._waiters or self._front):
+            # Likely to take one at once: a caller already cancelled must not. Else it waits
+            # in line, and that wait is where a cancellation reaches it.
+            await anyio.lowlevel.checkpoint_if_cancelled()
         waiter = self._try_take(endpoint, time.monotonic(), front)
         if waiter is None:
             return
