@@ -53,4 +53,3 @@ async def test_the_next_caller_in_line_sends_before_the_first_goes_on() -> None:
             await wait_all_tasks_blocked()  # the second waits in line
             assert arrived == ["first"]
     assert at_return == {"first": ["first", "second"], "second": ["first", "second"]}
-
