@@ -225,7 +225,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=10_000, help="loopback W1 size")
     parser.add_argument("--limit", type=int, default=50)
     parser.add_argument("--latency", type=float, default=0.05)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
         "--tasks-at-once",
         type=int,
