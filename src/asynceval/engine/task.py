@@ -48,7 +48,8 @@ class TaskProtocol:
             if not (timeout > 0 and math.isfinite(timeout)):
                 raise TaskSpecError(f"timeout_seconds must be > 0, got {timeout!r}")
         try:
-            object.__setattr__(self, "timeout_action", TimeoutAction(self.timeout_action))
+            if type(self.timeout_action) is not TimeoutAction:  # a member already: as it is
+                object.__setattr__(self, "timeout_action", TimeoutAction(self.timeout_action))
         except ValueError:
             choices = ", ".join(action.value for action in TimeoutAction)
             raise TaskSpecError(
