@@ -12,15 +12,7 @@ from anyio import wait_all_tasks_blocked
 
 from asynceval import OpenAIChatModel, Runtime, Settings
 
-ANSWER = {
-    "id": "x",
-    "object": "chat.completion",
-    "model": "m",
-    "choices": [
-        {"index": 0, "message": {"role": "assistant", "content": "4"}, "finish_reason": "stop"}
-    ],
-    "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
-}
+from .test_direct_send import ANSWER
 
 
 def provider(arrived: list[str]) -> httpx.MockTransport:
