@@ -273,6 +273,29 @@ def test_hf_sources_name_dataset_config_and_split(monkeypatch: pytest.MonkeyPatc
         load_tasks("hf:@x")
 
 
+def test_iter_tasks_loads_a_dataset_at_once_and_reads_its_rows_lazily(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The load (a download, maybe) happens in the caller, before a run pulls its first task on
+    the event loop; a missing column is said then too, before any row is read."""
+    datasets = pytest.importorskip("datasets")
+    loads: list[str] = []
+
+    def load_dataset(name: str, config: str | None, split: str | None) -> Any:
+        loads.append(name)
+        return datasets.Dataset.from_list([{"question": "q1"}, {"question": "q2"}])
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    tasks = iter_tasks("hf:gsm8k", query="question")
+    assert loads == ["gsm8k"]
+    assert next(tasks).query == "q1" and next(tasks).query == "q2"
+    with pytest.raises(StopIteration):
+        next(tasks)
+    with pytest.raises(TaskSpecError, match=r"hf:other: query: no column 'prompt'"):
+        iter_tasks("hf:other", query="prompt")
+    assert loads == ["gsm8k", "other"]
+
+
 def test_a_hub_error_is_one_line_naming_the_source(monkeypatch: pytest.MonkeyPatch) -> None:
     datasets = pytest.importorskip("datasets")
 

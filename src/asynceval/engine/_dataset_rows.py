@@ -159,6 +159,14 @@ def text_lines(path: str, file: IO[bytes], hint: str = "") -> Iterator[str]:
 
 
 def hf_rows(source: Origin, check: Check) -> Iterator[Row]:
+    """The dataset's rows. It is loaded (from the hub, a cache or a folder) and its columns
+    checked here, before this returns: a run that reads tasks lazily must not wait on a
+    download in the middle of its event loop, with calls in flight."""
+    data = _load_hf(source, check)
+    return ((f"{source.where}: row {number}", row) for number, row in enumerate(data, start=1))
+
+
+def _load_hf(source: Origin, check: Check) -> Any:
     where = source.where
     try:
         # imported here: the hf extra is optional and `datasets` is slow to import
@@ -177,8 +185,7 @@ def hf_rows(source: Origin, check: Check) -> Iterator[Row]:
         raise TaskSpecError(f"{where}: cannot load the dataset ({detail})") from None
     data = _pick_split(source, data)
     check(where, list(data.column_names))
-    for number, row in enumerate(data, start=1):
-        yield f"{where}: row {number}", row
+    return data
 
 
 def _pick_split(source: Origin, data: Any) -> Any:

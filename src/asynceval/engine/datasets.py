@@ -97,8 +97,10 @@ def iter_tasks(
     split: str | None = None,
 ) -> Iterator[Task]:
     """Tasks of `source` read lazily: a bad row (or a missing file) raises when it is reached;
-    a bad mapping, or a directory that is no saved dataset, at once. Ids are not checked for
-    repeats here (the engine refuses a repeat when it meets one)."""
+    a bad mapping, or a directory that is no saved dataset, at once. A Hugging Face dataset is
+    loaded here, at once (a download must not stall a run's event loop when the run reaches its
+    first task); its rows are still read as they are needed. Ids are not checked for repeats
+    here (the engine refuses a repeat when it meets one)."""
     return _read(source, split, _Columns.of(query, id, fields))[1]
 
 
