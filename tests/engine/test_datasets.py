@@ -271,6 +271,9 @@ def test_hf_sources_name_dataset_config_and_split(monkeypatch: pytest.MonkeyPatc
         load_tasks("hf:squad@a", split="b")
     with pytest.raises(TaskSpecError, match=r"hf:@x: expected hf:NAME\[:CONFIG\]\[@SPLIT\]"):
         load_tasks("hf:@x")
+    with pytest.raises(TaskSpecError, match=r"hf:gsm8k@v1@test: expected hf:NAME\[:CONFIG\]"):
+        load_tasks("hf:gsm8k@v1@test")
+    assert len(calls) == 2  # refused before anything is loaded
 
 
 def test_iter_tasks_loads_a_dataset_at_once_and_reads_its_rows_lazily(

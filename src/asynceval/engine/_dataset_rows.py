@@ -41,7 +41,10 @@ def resolve(source: str | PathLike[str], split: str | None) -> Origin:
     if isinstance(source, str) and source.startswith("hf:") and not os.path.exists(source):
         name, _, wanted = source[3:].partition("@")
         name, _, config = name.partition(":")
-        if not name or (wanted == "" and "@" in source):
+        if not name or (wanted == "" and "@" in source) or "@" in wanted:
+            # A second @ is no split, nor a revision (this form has none: a dataset at a
+            # revision is loaded with `datasets.load_dataset`, saved with `save_to_disk`, and
+            # its folder given instead).
             raise TaskSpecError(f"{source}: expected hf:NAME[:CONFIG][@SPLIT]")
         return Origin("hf", where, name, config or None, _one_split(where, wanted, split))
     if os.path.isdir(source):
