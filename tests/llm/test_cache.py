@@ -412,3 +412,30 @@ async def test_the_order_keyword_arguments_come_in_is_not_part_of_the_key(
         first = await model.generate("What is 2 + 5?", temperature=0.5, max_tokens=20)
         again = await model.generate("What is 2 + 5?", max_tokens=20, temperature=0.5)
     assert served(base_url) == 1 and again.text == first.text
+
+
+async def test_embedded_simulators_on_other_configurations_keep_their_own_entries(
+    tmp_path: Path,
+) -> None:
+    """Every embedded simulator has one URL: its seed and tokens_per_char (which its answers and
+    usage follow) are part of the key, so another configuration is asked, not answered from a
+    neighbour's entry; the same configuration is answered from the cache."""
+    from asynceval.sim import SimConfig
+
+    question = "Name a colour, please."
+
+    async def ask(config: SimConfig) -> tuple[str, int, int]:
+        model = OpenAIChatModel(sim_config=config)
+        completion = await model.generate(question)
+        assert model.sim is not None
+        return completion.text, completion.usage.total_tokens, model.sim.stats()["requests"]
+
+    async with Runtime(Settings(llm_cache_dir=str(tmp_path / "cache"))):
+        first = await ask(SimConfig(seed=1, latency=0))
+        assert first[2] == 1
+        assert await ask(SimConfig(seed=1, latency=0.001)) == (*first[:2], 0)  # from the cache
+        other_seed = await ask(SimConfig(seed=2, latency=0))
+        other_count = await ask(SimConfig(seed=1, latency=0, tokens_per_char=1.0))
+    assert other_seed[2] == 1 and other_count[2] == 1  # each asked its own simulator
+    assert other_count[1] > first[1]  # counted by its own tokens_per_char
+    assert len(entries(tmp_path / "cache")) == 3

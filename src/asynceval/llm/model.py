@@ -259,7 +259,13 @@ class ChatModel(ABC):
             return await self._funnel(runtime, content, body, response_format, agent, dimension)
         # Keyed by the body with its keys sorted: the order keyword arguments came in is no news.
         canonical = json.dumps(body, sort_keys=True).encode()
-        use = CacheUse(runtime.cache, "POST", self._url, canonical, self._headers_sent.items())
+        url = self._url
+        if self.base_url == SIM_BASE_URL:
+            # One URL for every embedded simulator: its answers follow its seed and its token
+            # counts its tokens_per_char, so models on other configurations keep their own.
+            config = (self._own_sim or runtime.sim).config
+            url += f"?sim_seed={config.seed}&sim_tokens_per_char={config.tokens_per_char!r}"
+        use = CacheUse(runtime.cache, "POST", url, canonical, self._headers_sent.items())
         cached = await self._cached(use, response_format)
         if cached is not None:
             use.hit(cached.usage, agent=agent, dimension=dimension)
