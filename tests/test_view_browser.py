@@ -219,3 +219,58 @@ def test_a_two_run_page_shows_the_comparison_and_each_run(tmp_path: Path) -> Non
     assert _detail(linked)[0] == "1" and "ERR-b2" in detail_text(linked)
     closed = dump_dom(page, profile, "#run=1&task=t2&rep=0")
     assert rows_of(closed) == [("t2", "passed")] and 'class="detail"' not in closed
+
+
+KEYS = """<script>
+(function () {
+  // What a keyboard user does: focus a row, Enter; focus a column header, Space; Enter again.
+  function press(node, key) {
+    node.dispatchEvent(new KeyboardEvent("keydown", { key: key, bubbles: true, cancelable: true }));
+  }
+  var marks = document.documentElement;
+  function focused() {
+    var node = document.activeElement;
+    return node.getAttribute("data-row")
+      || node.getAttribute("data-col") + " " + node.getAttribute("aria-sort");
+  }
+  var row = document.querySelector('tr.row[data-row="2"]');
+  row.focus(); press(row, "x");
+  marks.setAttribute("data-after-x", String(document.querySelectorAll("tr.detail").length));
+  press(row, "Enter");
+  marks.setAttribute("data-after-enter", focused());
+  var header = document.querySelector('th[data-col="duration_s"]');
+  header.focus(); press(header, " ");
+  marks.setAttribute("data-after-space", focused());
+  marks.setAttribute("data-open", document.querySelector("tr.detail").getAttribute("data-row"));
+  var again = document.querySelector('tr.row[data-row="2"]');
+  again.focus(); press(again, "Enter");
+  marks.setAttribute("data-after-second-enter", focused() + " " + again.isConnected + " "
+    + document.querySelectorAll("tr.detail").length + " "
+    + document.activeElement.getAttribute("aria-expanded"));
+})();
+</script>
+"""
+
+
+def test_rows_and_column_headers_work_from_the_keyboard(tmp_path: Path) -> None:
+    """Rows and headers take the focus (tabindex); Enter or Space opens a row or sorts by a
+    column, as a click does, and the focus stays on that row or header in the table drawn anew;
+    other keys do nothing."""
+    run = tmp_path / "run"
+    _write(run, [HEADER] + [_report(name, "success", name) for name in ("a", "b", "c")])
+    page = tmp_path / "view.html"
+    write_view([run], page)
+    text = page.read_text(encoding="utf-8")
+    assert text.count("</body>") == 1
+    page.write_text(text.replace("</body>", KEYS + "</body>"), encoding="utf-8")
+    dom = dump_dom(page, tmp_path / "profile")
+    marks = dict(re.findall(r'data-after-([\w-]+)="([^"]*)"', dom))
+    assert marks == {
+        "x": "0",  # no row opened by another key
+        "enter": "2",  # row 2 opened, and focused in the new table
+        "space": "duration_s ascending",  # sorted, the header focused
+        "second-enter": "2 false 0 false",  # closed again; the focus on the new row 2
+    }
+    assert 'data-open="2"' in dom
+    assert re.search(r'<tr class="row [^"]*" data-row="0" [^>]*tabindex="0"', dom)
+    assert re.search(r'<th [^>]*tabindex="0" aria-sort="ascending" data-col="duration_s"', dom)

@@ -77,10 +77,13 @@
     var head = el("tr");
     COLS.forEach(function (c) {
       var cls = state.sort === c.key ? "sorted-asc" : state.sort === "-" + c.key ? "sorted-desc" : "";
-      head.appendChild(el("th", { cls: cls, title: "sort by " + c.label, onclick: function () {
+      var sortBy = function () {
         var next = state.sort === c.key ? "-" + c.key : state.sort === "-" + c.key ? "" : c.key;
         setState({ sort: next, page: 0 });
-      } }, [c.label]));
+      };
+      var sorted = cls === "sorted-asc" ? "ascending" : cls === "sorted-desc" ? "descending" : "none";
+      head.appendChild(el("th", { cls: cls, title: "sort by " + c.label, tabindex: "0", "aria-sort": sorted, "data-col": c.key,
+        onclick: sortBy, onkeydown: onKeys(sortBy, 'th[data-col="' + c.key + '"]') }, [c.label]));
     });
     table.appendChild(el("thead", null, [head]));
     var body = el("tbody");
@@ -94,7 +97,8 @@
   }
 
   function rowElement(index, cols, p, i) {
-    var tr = el("tr", { cls: "row oc-row-" + p.outcome[i] + (state.row === i ? " open" : ""), "data-row": i, "data-task": cols.task_id[i], "data-outcome": p.outcome[i] });
+    var tr = el("tr", { cls: "row oc-row-" + p.outcome[i] + (state.row === i ? " open" : ""), "data-row": i, "data-task": cols.task_id[i], "data-outcome": p.outcome[i],
+      tabindex: "0", "aria-expanded": state.row === i ? "true" : "false" });
     COLS.forEach(function (c) {
       var v = cell(cols, c.key, i), text;
       if (c.key === "tokens") text = v === null ? "-" : num(cols.prompt_tokens[i]) + " / " + num(cols.completion_tokens[i]);
@@ -104,8 +108,22 @@
       if (c.key === "score") cls += " oc-" + p.outcome[i];
       tr.appendChild(el("td", { cls: cls, title: c.key === "error" && v ? v : null, text: text }));
     });
-    tr.addEventListener("click", function () { setState({ row: state.row === i ? null : i }); });
+    var toggle = function () { setState({ row: state.row === i ? null : i }); };
+    tr.addEventListener("click", toggle);
+    tr.addEventListener("keydown", onKeys(toggle, 'tr.row[data-row="' + i + '"]'));
     return tr;
+  }
+
+  // Enter or Space on a focused row or column header does what a click does; the table is
+  // drawn anew, so the focus moves to the same row or header in the new one (`selector`).
+  function onKeys(action, selector) {
+    return function (event) {
+      if (event.key !== "Enter" && event.key !== " ") return;
+      event.preventDefault();
+      action();
+      var again = document.querySelector(selector);
+      if (again) again.focus();
+    };
   }
 
   function controls(index, count, pages, bottom) {
