@@ -235,6 +235,8 @@ KEYS = """<script>
   }
   var row = document.querySelector('tr.row[data-row="2"]');
   row.focus(); press(row, "x");
+  row.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter", ctrlKey: true, bubbles: true }));
+  row.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter", repeat: true, bubbles: true }));
   marks.setAttribute("data-after-x", String(document.querySelectorAll("tr.detail").length));
   press(row, "Enter");
   marks.setAttribute("data-after-enter", focused());
@@ -247,6 +249,8 @@ KEYS = """<script>
   marks.setAttribute("data-after-second-enter", focused() + " " + again.isConnected + " "
     + document.querySelectorAll("tr.detail").length + " "
     + document.activeElement.getAttribute("aria-expanded"));
+  document.querySelector('tr.row[data-row="0"]').click();
+  marks.setAttribute("data-after-click", focused());
 })();
 </script>
 """
@@ -266,10 +270,11 @@ def test_rows_and_column_headers_work_from_the_keyboard(tmp_path: Path) -> None:
     dom = dump_dom(page, tmp_path / "profile")
     marks = dict(re.findall(r'data-after-([\w-]+)="([^"]*)"', dom))
     assert marks == {
-        "x": "0",  # no row opened by another key
+        "x": "0",  # no row opened by another key, Ctrl+Enter or a held Enter
         "enter": "2",  # row 2 opened, and focused in the new table
         "space": "duration_s ascending",  # sorted, the header focused
         "second-enter": "2 false 0 false",  # closed again; the focus on the new row 2
+        "click": "0",  # a click opens a row and leaves the focus on it too
     }
     assert 'data-open="2"' in dom
     assert re.search(r'<tr class="row [^"]*" data-row="0" [^>]*tabindex="0"', dom)

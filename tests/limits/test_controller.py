@@ -153,6 +153,31 @@ async def test_a_caller_already_cancelled_never_holds_a_slot(in_line: int) -> No
     assert (controller.statistics().active, controller.statistics().waiting) == (0, 0)
 
 
+async def test_a_caller_already_cancelled_takes_no_free_slot_behind_a_paused_line() -> None:
+    """The line holds only callers of a paused endpoint, so a caller of another endpoint is
+    granted a free slot without waiting: already cancelled, it must not take it."""
+    controller = ConcurrencyController(2)
+    controller.pause("http://a", 30)
+    held: list[str] = []
+
+    async def caller(endpoint: str, name: str) -> None:
+        async with controller.slot(endpoint=endpoint):
+            held.append(name)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(caller, "http://a", "paused")
+        await wait_all_tasks_blocked()
+        assert controller.statistics().waiting == 1
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await caller("http://b", "cancelled")
+        assert scope.cancelled_caught and held == []
+        assert (controller.statistics().active, controller.statistics().waiting) == (0, 1)
+        await caller("http://b", "next")  # the slot went back: another caller takes it
+        tg.cancel_scope.cancel()
+    assert held == ["next"]
+
+
 async def test_pause_holds_back_one_endpoint_only() -> None:
     controller = ConcurrencyController(2)
     controller.pause("http://a", 0.2)

@@ -1,7 +1,8 @@
 """Where tasks' rows come from: a source's kind from its form, and its rows read lazily.
 
 Rows are `(where, row)`: `where` names the file and line (or row) for messages. The JSONL, JSON,
-CSV/TSV readers open nothing until iterated; a Hugging Face source imports `datasets` only then.
+CSV/TSV readers open nothing until iterated; a Hugging Face source imports `datasets` and loads
+the dataset when its reader is made (`hf_rows`), so that no download waits in a run's event loop.
 """
 
 from __future__ import annotations

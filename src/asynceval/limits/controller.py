@@ -380,7 +380,11 @@ class ConcurrencyController:
                     waiter.timed = False
                     chosen = [] if waiter.granted else self._dispatch()  # pause over: hand out
                 self._wake(chosen)
-            elif not waiter.granted:
+            elif waiter.granted:
+                # Granted without a wait (the callers ahead are for a paused or full endpoint):
+                # a caller already cancelled must not take the slot (it is given back).
+                await anyio.lowlevel.checkpoint_if_cancelled()
+            else:
                 await waiter.event
             with self._lock:  # a grant from another thread lands on the new event, not lost
                 if waiter.granted:

@@ -83,7 +83,8 @@
       };
       var sorted = cls === "sorted-asc" ? "ascending" : cls === "sorted-desc" ? "descending" : "none";
       head.appendChild(el("th", { cls: cls, title: "sort by " + c.label, tabindex: "0", "aria-sort": sorted, "data-col": c.key,
-        onclick: sortBy, onkeydown: onKeys(sortBy, 'th[data-col="' + c.key + '"]') }, [c.label]));
+        onclick: function () { sortBy(); refocus('th[data-col="' + c.key + '"]'); },
+        onkeydown: onKeys(sortBy, 'th[data-col="' + c.key + '"]') }, [c.label]));
     });
     table.appendChild(el("thead", null, [head]));
     var body = el("tbody");
@@ -109,21 +110,27 @@
       tr.appendChild(el("td", { cls: cls, title: c.key === "error" && v ? v : null, text: text }));
     });
     var toggle = function () { setState({ row: state.row === i ? null : i }); };
-    tr.addEventListener("click", toggle);
-    tr.addEventListener("keydown", onKeys(toggle, 'tr.row[data-row="' + i + '"]'));
+    var selector = 'tr.row[data-row="' + i + '"]';
+    tr.addEventListener("click", function () { toggle(); refocus(selector); });
+    tr.addEventListener("keydown", onKeys(toggle, selector));
     return tr;
   }
 
-  // Enter or Space on a focused row or column header does what a click does; the table is
-  // drawn anew, so the focus moves to the same row or header in the new one (`selector`).
+  // Enter or Space on a focused row or column header does what a click does (not held down,
+  // nor with Ctrl, Alt or Meta: those are the browser's); the table is drawn anew, so the focus
+  // moves to the same row or header in the new one (`selector`).
   function onKeys(action, selector) {
     return function (event) {
       if (event.key !== "Enter" && event.key !== " ") return;
+      if (event.repeat || event.ctrlKey || event.altKey || event.metaKey) return;
       event.preventDefault();
       action();
-      var again = document.querySelector(selector);
-      if (again) again.focus();
+      refocus(selector);
     };
+  }
+  function refocus(selector) {
+    var again = document.querySelector(selector);
+    if (again) again.focus({ preventScroll: true });
   }
 
   function controls(index, count, pages, bottom) {
