@@ -249,17 +249,25 @@ KEYS = """<script>
   marks.setAttribute("data-after-second-enter", focused() + " " + again.isConnected + " "
     + document.querySelectorAll("tr.detail").length + " "
     + document.activeElement.getAttribute("aria-expanded"));
-  document.querySelector('tr.row[data-row="0"]').click();
+  var first = document.querySelector('tr.row[data-row="0"]');
+  first.click();
   marks.setAttribute("data-after-click", focused());
+  var rows = Array.prototype.slice.call(document.querySelectorAll("tr.row"));
+  var below = rows[rows.indexOf(document.activeElement) + 1];
+  press(document.activeElement, "ArrowDown");
+  marks.setAttribute("data-after-arrow", (document.activeElement === below) + " "
+    + document.querySelectorAll('tr.row[tabindex="0"]').length);
+  press(document.activeElement, "End");
+  marks.setAttribute("data-after-end", String(document.activeElement === rows[rows.length - 1]));
 })();
 </script>
 """
 
 
 def test_rows_and_column_headers_work_from_the_keyboard(tmp_path: Path) -> None:
-    """Rows and headers take the focus (tabindex); Enter or Space opens a row or sorts by a
-    column, as a click does, and the focus stays on that row or header in the table drawn anew;
-    other keys do nothing."""
+    """Rows and headers take the focus (the rows one tab stop, moved with the arrow keys); Enter
+    or Space opens a row or sorts by a column, as a click does, and the focus stays on that row
+    or header in the table drawn anew; other keys do nothing."""
     run = tmp_path / "run"
     _write(run, [HEADER] + [_report(name, "success", name) for name in ("a", "b", "c")])
     page = tmp_path / "view.html"
@@ -275,7 +283,9 @@ def test_rows_and_column_headers_work_from_the_keyboard(tmp_path: Path) -> None:
         "space": "duration_s ascending",  # sorted, the header focused
         "second-enter": "2 false 0 false",  # closed again; the focus on the new row 2
         "click": "0",  # a click opens a row and leaves the focus on it too
+        "arrow": "true 1",  # down to the next row, past the open one's details; one tab stop
+        "end": "true",  # to the page's last row
     }
     assert 'data-open="2"' in dom
-    assert re.search(r'<tr class="row [^"]*" data-row="0" [^>]*tabindex="0"', dom)
+    assert len(re.findall(r'<tr class="row [^>]*tabindex="0"', dom)) == 1  # one tab stop
     assert re.search(r'<th [^>]*tabindex="0" aria-sort="ascending" data-col="duration_s"', dom)

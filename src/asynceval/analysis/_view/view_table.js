@@ -88,8 +88,11 @@
     });
     table.appendChild(el("thead", null, [head]));
     var body = el("tbody");
-    rows.slice(state.page * PAGE_SIZE, (state.page + 1) * PAGE_SIZE).forEach(function (i) {
-      body.appendChild(rowElement(index, cols, p, i));
+    var shown = rows.slice(state.page * PAGE_SIZE, (state.page + 1) * PAGE_SIZE);
+    // One tab stop for the rows (the open one, else the first); the arrow keys move between them.
+    var stop = shown.indexOf(state.row) >= 0 ? state.row : shown[0];
+    shown.forEach(function (i) {
+      body.appendChild(rowElement(index, cols, p, i, i === stop));
       if (state.row === i) body.appendChild(detailRow(index, i));
     });
     table.appendChild(body);
@@ -97,9 +100,9 @@
     if (pages > 1) box.appendChild(controls(index, rows.length, pages, true));
   }
 
-  function rowElement(index, cols, p, i) {
+  function rowElement(index, cols, p, i, tabStop) {
     var tr = el("tr", { cls: "row oc-row-" + p.outcome[i] + (state.row === i ? " open" : ""), "data-row": i, "data-task": cols.task_id[i], "data-outcome": p.outcome[i],
-      tabindex: "0", "aria-expanded": state.row === i ? "true" : "false" });
+      tabindex: tabStop ? "0" : "-1", "aria-expanded": state.row === i ? "true" : "false" });
     COLS.forEach(function (c) {
       var v = cell(cols, c.key, i), text;
       if (c.key === "tokens") text = v === null ? "-" : num(cols.prompt_tokens[i]) + " / " + num(cols.completion_tokens[i]);
@@ -113,7 +116,22 @@
     var selector = 'tr.row[data-row="' + i + '"]';
     tr.addEventListener("click", function () { toggle(); refocus(selector); });
     tr.addEventListener("keydown", onKeys(toggle, selector));
+    tr.addEventListener("keydown", function (event) { moveAmongRows(tr, event); });
     return tr;
+  }
+
+  // ArrowUp / ArrowDown (Home / End: the page's first / last row) move the focus, and the rows'
+  // one tab stop with it, past any open row's details.
+  function moveAmongRows(tr, event) {
+    var step = { ArrowDown: 1, ArrowUp: -1, Home: -Infinity, End: Infinity }[event.key];
+    if (!step || event.altKey || event.ctrlKey || event.metaKey) return;
+    var all = Array.prototype.slice.call(tr.parentNode.querySelectorAll("tr.row"));
+    var at = all.indexOf(tr), to = Math.max(0, Math.min(all.length - 1, at + step));
+    event.preventDefault();
+    if (to === at) return;
+    tr.setAttribute("tabindex", "-1");
+    all[to].setAttribute("tabindex", "0");
+    all[to].focus();
   }
 
   // Enter or Space on a focused row or column header does what a click does (not held down,
