@@ -39,3 +39,22 @@ def test_the_latest_report_per_pair_counts_and_failures_are_not_scored() -> None
     assert summary.statuses == {"success": 2, "task_timeout": 1}
     assert (summary.scored, summary.passed, summary.timeouts) == (2, 1.0, 1)
     assert summary.llm_calls == 3 and summary.pass_rate == 0.5
+
+
+def test_a_hand_edited_file_with_numbers_out_of_range_or_wrong_shapes_still_sums_up() -> None:
+    """Ints too big for a float, strings for counts, a list for timing: those values are left
+    out (not a traceback); the rest still counts."""
+    huge = 10**400
+    summary = summarize([
+        {"type": "header", "started_at_unix": huge},
+        {"task_id": "a", "repeat_idx": 0, "status": "success", "eval": [{"score": huge}],
+         "usage": "x", "timing": [1]},
+        {"task_id": "b", "repeat_idx": 0, "status": "success", "eval": [{"score": 0.5}],
+         "usage": {"llm_calls": huge, "retries": 2, "prompt_tokens": "12"},
+         "timing": {"duration_s": huge, "finished_at": "z"}},
+        {"task_id": "c", "repeat_idx": 0, "status": "success", "eval": [{"passed": True}],
+         "usage": {"llm_calls": 3}, "timing": {"duration_s": 2.0}},
+    ])  # fmt: skip
+    assert (summary.repetitions, summary.scored, summary.passed) == (3, 2, 1.5)
+    assert (summary.llm_calls, summary.retries, summary.prompt_tokens) == (3, 2, 0)
+    assert summary.duration_p50_s == 2.0 and summary.wall_s is None

@@ -125,3 +125,43 @@ def test_a_line_nested_too_deep_to_read_is_a_damaged_line(tmp_path: Path) -> Non
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert done.returncode == 0 and "damaged lines" in done.stdout, done.stderr
+
+
+class _ReprRaises:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr for you")
+
+
+def _nested(depth: int) -> list[Any]:
+    outer: list[Any] = []
+    inner = outer
+    for _ in range(depth):
+        inner.append([])
+        inner = inner[0]
+    return outer
+
+
+class Hostile(Echo):
+    """Evaluation results JSON cannot hold as they are: a repr that raises, 3,000 levels of
+    lists, an int too long for text (above Python's 4,300 digits) as a score."""
+
+    async def evaluate(self, evaluators: Any, agents: Any, answer: Any, traces: Any) -> Any:
+        return [{"score": 10**5000, "odd": _ReprRaises(), "deep": _nested(3000)}]
+
+
+async def test_values_json_cannot_hold_never_stop_a_run(tmp_path: Path) -> None:
+    """Each report is written with notes in their place, and the run goes on to the end."""
+    path = tmp_path / "results.jsonl"
+    reports = await Hostile(max_concurrent_tasks=3).run(
+        [Task(query=i, id=str(i)) for i in range(20)], results_path=path
+    )
+    assert len(reports) == 20 and {r["status"] for r in reports} == {"success"}
+    records, damaged = read_records(path)
+    assert damaged == 0 and len(records) == 21
+    entry = records[1]["eval"][0]
+    assert entry["score"] == "<int of 16610 bits>"
+    assert entry["odd"] == "<_ReprRaises whose repr raised RuntimeError>"
+    depth, deep = 0, entry["deep"]
+    while isinstance(deep, list) and deep:
+        depth, deep = depth + 1, deep[0]
+    assert 150 < depth < 250 and deep == "<list nested deeper than 200>"

@@ -29,9 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.results import json_lines
-from ._view_rows import finite_number
 from .logcheck import RunReplay, combine, in_time_order, is_cluster_event
-from .summary import percentile
+from .summary import finite_number, percentile
 
 # Event kinds kept per run, as small integers in an array('b').
 ACQ, REL, RETRY, TIMEOUT, LIMIT, QUEUED, FAILED, FINISHED = range(1, 9)

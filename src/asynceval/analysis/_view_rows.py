@@ -32,7 +32,7 @@ from typing import Any
 
 from ..engine.results import json_lines
 from ..errors import AsyncEvalError
-from .summary import report_score
+from .summary import finite_number, report_score
 
 ROW_CAP = 50_000  # characters of JSON of one row's details, at most
 MIN_ROW_CAP = 600  # ... and at least, however many rows share the budget
@@ -81,14 +81,6 @@ def finite(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [finite(item) for item in value]
     return value
-
-
-def finite_number(value: Any) -> int | float | None:
-    """`value` when it is a finite number (not a bool, within ±1e300), else None: the one rule
-    for every count, size and time the view reads from a run's files."""
-    if type(value) is int or type(value) is float:  # what JSON gives; a bool is neither
-        return value if -1e300 < value < 1e300 else None  # NaN compares False
-    return None
 
 
 def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:

@@ -101,9 +101,9 @@ def summarize(records: Iterable[Mapping[str, Any]], wall_s: float | None = None)
         if score is not None:
             summary.scored += 1
             summary.passed += score
-        _add_usage(summary, record.get("usage") or {})
-        duration = (record.get("timing") or {}).get("duration_s")
-        if isinstance(duration, int | float):
+        _add_usage(summary, _mapping(record.get("usage")))
+        duration = finite_number(_mapping(record.get("timing")).get("duration_s"))
+        if duration is not None:
             durations.append(float(duration))
     summary.statuses = dict(statuses.most_common())
     summary.termination_reasons = dict(reasons.most_common())
@@ -126,22 +126,39 @@ def _latest_reports(
     for record in records:
         if record.get("type") == "header":
             summary.runs += 1
-            start = record.get("started_at_unix")
-            if isinstance(start, int | float) and first_start is None:
+            start = finite_number(record.get("started_at_unix"))
+            if start is not None and first_start is None:
                 first_start = float(start)
             continue
         latest[(record.get("task_id"), record.get("repeat_idx"))] = record
-        end = (record.get("timing") or {}).get("finished_at")
-        if isinstance(end, int | float):
+        end = finite_number(_mapping(record.get("timing")).get("finished_at"))
+        if end is not None:
             last_end = float(end) if last_end is None else max(last_end, float(end))
     if summary.wall_s is None and first_start is not None and last_end is not None:
         summary.wall_s = max(0.0, last_end - first_start)
     return list(latest.values())
 
 
+def finite_number(value: Any) -> int | float | None:
+    """`value` when it is a finite number (not a bool, within ±1e300), else None: the one rule
+    for every count, size and time read from a run's files (which anyone may have edited)."""
+    if type(value) is int or type(value) is float:  # what JSON gives; a bool is neither
+        return value if -1e300 < value < 1e300 else None  # NaN compares False
+    return None
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _count(value: Any) -> int:
+    number = finite_number(value)
+    return int(number) if number is not None else 0
+
+
 def _add_usage(summary: Summary, usage: Mapping[str, Any]) -> None:
-    summary.llm_calls += int(usage.get("llm_calls", 0))
-    summary.retries += int(usage.get("retries", 0))
-    summary.cache_hits += int(usage.get("cache_hits", 0))
-    summary.prompt_tokens += int(usage.get("prompt_tokens", 0))
-    summary.completion_tokens += int(usage.get("completion_tokens", 0))
+    summary.llm_calls += _count(usage.get("llm_calls", 0))
+    summary.retries += _count(usage.get("retries", 0))
+    summary.cache_hits += _count(usage.get("cache_hits", 0))
+    summary.prompt_tokens += _count(usage.get("prompt_tokens", 0))
+    summary.completion_tokens += _count(usage.get("completion_tokens", 0))

@@ -53,8 +53,7 @@ def eval_score(entries: Any) -> float | None:
         for entry in mappings
         if isinstance(entry.get("score"), int | float)
         and not isinstance(entry.get("score"), bool)
-        and math.isfinite(entry["score"])
-        and 0.0 <= entry["score"] <= 1.0
+        and 0.0 <= entry["score"] <= 1.0  # NaN and infinities fail it; a huge int is no float
     ]
     return math.fsum(scores) / len(scores) if scores else None
 

@@ -17,7 +17,7 @@ import math
 import os
 import stat
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from os import PathLike
 from types import TracebackType
 from typing import Any
@@ -42,22 +42,46 @@ def _json_default(value: Any) -> Any:
 _encode = encoder(default=_json_default, ensure_ascii=False, allow_nan=False)
 
 
+_DEEPEST = 200  # containers nested deeper are written as a note: JSON readers recurse too
+
+
 def _plain(value: Any, seen: frozenset[int] = frozenset()) -> Any:
-    """A copy JSON can always hold: string keys, finite numbers, no cycles, reprs for the rest."""
-    if isinstance(value, str | bool | int) or value is None:
+    """A copy JSON can always hold: string keys, finite numbers, no cycles, at most `_DEEPEST`
+    levels, reprs for the rest (a repr that fails, or an int too long for text, is noted)."""
+    if isinstance(value, str | bool) or value is None:
+        return value
+    if isinstance(value, int):
+        try:
+            int.__repr__(value)  # above sys.get_int_max_str_digits it raises ValueError
+        except ValueError:
+            return f"<int of {value.bit_length()} bits>"
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
     if id(value) in seen:
         return f"<cycle {type(value).__name__}>"
+    if len(seen) >= _DEEPEST:
+        return f"<{type(value).__name__} nested deeper than {_DEEPEST}>"
     inner = seen | {id(value)}
-    if isinstance(value, Mapping):
-        return {str(key): _plain(item, inner) for key, item in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [_plain(item, inner) for item in value]
-    if hasattr(value, "model_dump"):
-        return _plain(value.model_dump(mode="json"), inner)
-    return repr(value)
+    try:
+        if isinstance(value, Mapping):
+            return {_text(key, str): _plain(item, inner) for key, item in value.items()}
+        if isinstance(value, list | tuple | set | frozenset):
+            return [_plain(item, inner) for item in value]
+        if hasattr(value, "model_dump"):
+            return _plain(value.model_dump(mode="json"), inner)
+    except Exception as exc:  # a mapping or model that breaks while read
+        return f"<{type(value).__name__} unreadable: {type(exc).__name__}>"
+    return _text(value)
+
+
+def _text(value: Any, how: Callable[[Any], str] = repr) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return how(value)
+    except Exception as exc:
+        return f"<{type(value).__name__} whose {how.__name__} raised {type(exc).__name__}>"
 
 
 def encode_line(record: Mapping[str, Any]) -> bytes:
@@ -66,7 +90,7 @@ def encode_line(record: Mapping[str, Any]) -> bytes:
     key-shaped strings are blanked in its string values (never in the encoded text)."""
     try:
         text = _encode(record)
-    except (TypeError, ValueError, RecursionError):
+    except Exception:  # TypeError, ValueError, RecursionError, or an object's own repr raising
         record = _plain(record)
         text = json.dumps(record, ensure_ascii=False, allow_nan=False)
     if may_hold_secret(text):  # e.g. a provider's error body echoing the API key
