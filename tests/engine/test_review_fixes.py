@@ -286,3 +286,21 @@ async def test_a_resumed_adaptive_run_learns_from_the_earlier_reports(tmp_path: 
     reports = await Agents(max_concurrent_tasks=1).run(queue=second, results_path=path, resume=True)
     assert second.n_observations == first.n_observations + len(reports)
     assert {r["task_id"] for r in reports}.isdisjoint(set(h[0] for h in first.summary()["history"]))
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "4", float("inf")])
+def test_max_concurrent_tasks_must_be_a_whole_number_of_at_least_one(bad: Any) -> None:
+    with pytest.raises(ValueError, match=r"max_concurrent_tasks must be an integer >= 1, got "):
+        Agents(max_concurrent_tasks=bad)
+
+
+async def test_a_huge_max_concurrent_tasks_starts_no_more_workers_than_repetitions() -> None:
+    """A million allowed at once for six repetitions: six workers, not a million (which took
+    most of a minute and gigabytes before any repetition started)."""
+    with anyio.fail_after(20):
+        reports = await Agents(max_concurrent_tasks=1_000_000, n_task_repeats=2).run(
+            [Task(query=i, id=str(i)) for i in range(3)]
+        )
+    assert sorted((r["task_id"], r["repeat_idx"]) for r in reports) == [
+        (str(i), r) for i in range(3) for r in range(2)
+    ]

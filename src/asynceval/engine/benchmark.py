@@ -82,11 +82,10 @@ class Benchmark(ABC):
         for name, value in (
             ("n_task_repeats", n_task_repeats),
             ("max_invocations", max_invocations),
+            ("max_concurrent_tasks", 1 if max_concurrent_tasks is None else max_concurrent_tasks),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        if max_concurrent_tasks is not None and max_concurrent_tasks < 1:
-            raise ValueError(f"max_concurrent_tasks must be >= 1, got {max_concurrent_tasks}")
         self.n_task_repeats = n_task_repeats
         self.max_invocations = max_invocations
         self.max_concurrent_tasks = max_concurrent_tasks

@@ -225,6 +225,8 @@ class Run:
         new starts; the repetitions in flight still finish and are recorded, then its error is
         raised as it was."""
         workers = self._session.capacity if self._session is not None else self.max_tasks
+        if self.n_tasks is not None:  # no more workers than repetitions (a huge limit is no cost)
+            workers = max(1, min(workers, self.n_tasks * self.bench.n_task_repeats))
         choosing = anyio.Lock(fast_acquire=True)  # one worker at a time asks the queue
         async with anyio.create_task_group() as tg:
             self._cancel_all = tg.cancel_scope
