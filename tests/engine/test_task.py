@@ -99,3 +99,10 @@ def test_iter_tasks_reads_lazily(tmp_path: Path) -> None:
     assert next(tasks).query == "fine"  # the bad line is only met when reached
     with pytest.raises(TaskSpecError, match=":2:"):
         next(tasks)
+
+
+def test_an_id_utf8_cannot_hold_is_refused_and_other_unicode_ids_are_kept() -> None:
+    """A lone surrogate would be written as '?': the report would never match its task again."""
+    with pytest.raises(TaskSpecError, match=r"id must be text UTF-8 can hold, got '\\ud800x'"):
+        Task(query="q", id="\ud800x")
+    assert Task(query="q", id="é-✓-😀").id == "é-✓-😀"

@@ -110,6 +110,11 @@ class Task:
     def __post_init__(self) -> None:
         if not isinstance(self.id, str):
             raise TaskSpecError(f"id must be a string, got {self.id!r}")
+        if not self.id.isascii():
+            try:  # a lone surrogate cannot be written, so a resume could never find the task
+                self.id.encode("utf-8")
+            except UnicodeEncodeError:
+                raise TaskSpecError(f"id must be text UTF-8 can hold, got {self.id!r}") from None
         for name in ("environment_data", "user_data", "evaluation_data", "metadata"):
             if not _is_mapping(getattr(self, name)):
                 raise TaskSpecError(f"{name} must be an object, got {getattr(self, name)!r}")
