@@ -165,3 +165,26 @@ async def test_values_json_cannot_hold_never_stop_a_run(tmp_path: Path) -> None:
     while isinstance(deep, list) and deep:
         depth, deep = depth + 1, deep[0]
     assert 150 < depth < 250 and deep == "<list nested deeper than 200>"
+
+
+async def test_hand_edited_success_lines_pair_with_nothing_and_the_resume_goes_on(
+    tmp_path: Path,
+) -> None:
+    """Success lines without an id, or with a repeat that is no whole number, were a bare
+    KeyError / ValueError; they pair with no repetition, and what they stood for runs again."""
+    path = tmp_path / "results.jsonl"
+    tasks = [Task(query=i, id=str(i)) for i in range(3)]
+    await Echo().run(tasks[:1], results_path=path)
+    edited = [
+        {"status": "success", "repeat_idx": 0},
+        {"status": "success", "task_id": "1", "repeat_idx": 1.7},
+        {"status": "success", "task_id": "1", "repeat_idx": "x"},
+        {"status": "success", "task_id": "2", "repeat_idx": True},
+        {"status": "success", "task_id": 2, "repeat_idx": 0},
+    ]
+    with path.open("a") as file:
+        file.writelines(json.dumps(line) + "\n" for line in edited)
+    assert set(successful_reports(path)) == {("0", 0)}
+    reports = await Echo().run(tasks, results_path=path, resume=True)
+    assert sorted(r["task_id"] for r in reports) == ["1", "2"]  # "0" was done already
+    assert successful_pairs(path) == {("0", 0), ("1", 0), ("2", 0)}

@@ -158,8 +158,13 @@ def successful_reports(path: str | PathLike[str]) -> dict[tuple[str, int], dict[
         return {}
     reports: dict[tuple[str, int], dict[str, Any]] = {}
     for record in iter_records(path):
-        if record is not None and record.get("status") == "success":  # headers have none
-            pair = (str(record["task_id"]), int(record["repeat_idx"]))
+        if record is None or record.get("status") != "success":  # headers have none
+            continue
+        task_id, repeat_idx = record.get("task_id"), record.get("repeat_idx")
+        # A line the engine never wrote (edited by hand: no id, a repeat of 1.7 or "x") pairs
+        # with no repetition: that repetition runs again rather than the resume failing.
+        if type(task_id) is str and type(repeat_idx) is int:
+            pair = (task_id, repeat_idx)
             reports[pair] = {k: v for k, v in record.items() if k not in _DROPPED_ON_RESUME}
     return reports
 
