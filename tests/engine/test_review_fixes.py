@@ -304,3 +304,47 @@ async def test_a_huge_max_concurrent_tasks_starts_no_more_workers_than_repetitio
     assert sorted((r["task_id"], r["repeat_idx"]) for r in reports) == [
         (str(i), r) for i in range(3) for r in range(2)
     ]
+
+
+class _AppStop(BaseException):
+    """An application's own BaseException."""
+
+
+class Raises(Benchmark):
+    """Task metadata "raise" names what the agent raises, at once."""
+
+    async def setup_agents(self, agent_data: Any, environment: Any, task: Task, user: Any) -> Any:
+        kinds = {"app": _AppStop, "generator_exit": GeneratorExit, "ctrl_c": KeyboardInterrupt}
+        error = kinds.get(task.metadata.get("raise", ""))
+
+        async def agent(query: Any) -> Any:
+            await anyio.sleep(0.001)
+            if error is not None:
+                raise error("from the agent")
+            return "ok"
+
+        return [agent], {}
+
+
+async def test_an_agents_own_base_exception_is_its_repetitions_status(tmp_path: Path) -> None:
+    tasks = [
+        Task(query="q", id=kind, metadata={"raise": kind}) for kind in ("app", "generator_exit")
+    ]
+    tasks.append(Task(query="q", id="fine"))
+    reports = await Raises(max_concurrent_tasks=3).run(tasks, results_path=tmp_path / "r.jsonl")
+    by_id = {r["task_id"]: r for r in reports}
+    assert by_id["fine"]["status"] == "success"
+    for kind, name in (("app", "_AppStop"), ("generator_exit", "GeneratorExit")):
+        assert by_id[kind]["status"] == "unknown_execution_error"
+        assert by_id[kind]["error"]["type"] == name
+
+
+def test_ctrl_c_in_an_agent_ends_the_run_as_a_keyboard_interrupt(tmp_path: Path) -> None:
+    """Not inside exception groups: `except KeyboardInterrupt` around the run catches it, and
+    the repetitions finished before it are on disk."""
+    tasks = [Task(query="q", id=str(i)) for i in range(5)]
+    tasks.append(Task(query="q", id="ctrl_c", metadata={"raise": "ctrl_c"}))
+    path = tmp_path / "r.jsonl"
+    with pytest.raises(KeyboardInterrupt, match="from the agent"):
+        Raises(max_concurrent_tasks=1).run_sync(tasks, results_path=path)
+    assert successful_pairs(path) == {(str(i), 0) for i in range(5)}

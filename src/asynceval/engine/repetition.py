@@ -4,7 +4,8 @@ An attempt runs the benchmark's hooks in order under `anyio.fail_after`; a timeo
 task_timeout outcome with the traces gathered so far. `Repetitions.run` re-runs a timed-out attempt
 once when the task's TimeoutAction says so (EXTEND doubles the time), and re-runs infrastructure
 failures up to `max_retries` times with the retry policy's backoff. Only cancellation of the run
-itself escapes; anything else, a stray cancellation from the benchmark's own code included,
+itself and the process exiting (KeyboardInterrupt, SystemExit) escape; anything else, a stray
+cancellation from the benchmark's own code or an application's own BaseException included,
 becomes the repetition's status.
 """
 
@@ -155,9 +156,11 @@ class Repetitions:
             except Exception as exc:
                 state.error = exc
             except BaseException as exc:
-                if not _is_stray_cancellation(exc):
+                if _ends_the_run(exc):
                     raise  # the run itself is being cancelled, or the process is exiting
-                state.error = exc  # e.g. awaiting a task the code cancelled itself: its error
+                # e.g. awaiting a task the code cancelled itself, a GeneratorExit, a
+                # BaseException of the application's own: this repetition's error
+                state.error = exc
             finally:
                 if bridge is not None:
                     bridge.close(timed_out=isinstance(state.error, TaskTimeoutError))
@@ -264,6 +267,16 @@ def _outcome(
 
 def _bridged(bridge: Bridge | None) -> AbstractContextManager[Any]:
     return bridge_scope(bridge) if bridge is not None else _NO_DEADLINE
+
+
+def _ends_the_run(error: BaseException) -> bool:
+    """Whether `error` is for the run, not this repetition: the process exiting (Ctrl-C, a
+    SystemExit), or a cancellation someone asked for (of the run, or of its timeout)."""
+    if isinstance(error, KeyboardInterrupt | SystemExit):
+        return True
+    if isinstance(error, BaseExceptionGroup):
+        return any(_ends_the_run(inner) for inner in error.exceptions)
+    return isinstance(error, anyio.get_cancelled_exc_class()) and not _is_stray_cancellation(error)
 
 
 def _is_stray_cancellation(error: BaseException) -> bool:
