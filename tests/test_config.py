@@ -98,3 +98,14 @@ def test_a_cache_folder_is_absolute_and_never_a_file(
     (tmp_path / "taken").write_text("a file")
     with pytest.raises(ConfigError, match="LLM_CACHE_DIR must be a folder"):
         Settings(llm_cache_dir="taken")
+
+
+@pytest.mark.parametrize("name", ["max_concurrent_llm_calls", "llm_base_url", "llm_http_transport"])
+def test_a_key_given_to_the_wrong_setting_is_not_echoed_in_the_error(name: str) -> None:
+    """The error names the setting and says what is wrong, without the key (stderr goes to CI
+    logs)."""
+    key = "sk-proj-abcdefghijklmnopqrstuvwx0123456789"
+    with pytest.raises(ConfigError) as caught:
+        Settings(**{name: key})
+    assert name.upper() in str(caught.value)
+    assert key not in str(caught.value) and "abcdefghijklmnop" not in str(caught.value)

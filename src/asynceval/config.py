@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ._redact import scrub_line
 from .errors import ConfigError
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -201,4 +202,5 @@ def _explain(exc: ValidationError) -> str:
         else:
             message = error["msg"].removeprefix("Input ")
             lines.append(f"{name} {message}, got {error['input']!r}")
-    return "; ".join(lines)
+    # A key pasted into the wrong setting must not reach a terminal or a CI log in the error.
+    return scrub_line("; ".join(lines))
