@@ -58,3 +58,6 @@ def test_a_hand_edited_file_with_numbers_out_of_range_or_wrong_shapes_still_sums
     assert (summary.repetitions, summary.scored, summary.passed) == (3, 2, 1.5)
     assert (summary.llm_calls, summary.retries, summary.prompt_tokens) == (3, 2, 0)
     assert summary.duration_p50_s == 2.0 and summary.wall_s is None
+    # A list for an id (unhashable as it is): still one pair, the later report counting.
+    edited = [{"task_id": ["a"], "repeat_idx": 0, "status": s} for s in ("agent_error", "success")]
+    assert summarize(edited).statuses == {"success": 1}

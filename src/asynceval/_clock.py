@@ -17,3 +17,15 @@ def utc_now() -> tuple[str, int]:
     if cached[0] != seconds:
         cached = _second = (seconds, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)))
     return cached[1], micros
+
+
+def utc_timestamp() -> str:
+    """Now as ISO 8601 UTC with microseconds and a Z (event lines)."""
+    day, micros = utc_now()
+    return f"{day}.{micros:06d}Z"
+
+
+def utc_isoformat() -> str:
+    """`datetime.now(UTC).isoformat()`'s text (traces' and configs' metadata)."""
+    day, micros = utc_now()
+    return f"{day}.{micros:06d}+00:00" if micros else f"{day}+00:00"

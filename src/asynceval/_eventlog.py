@@ -23,7 +23,7 @@ from asyncio import _get_running_loop as _running_loop
 from collections.abc import Callable, Mapping
 from typing import Any, Self, TextIO
 
-from ._clock import utc_now
+from ._clock import utc_timestamp
 from ._jsonfast import encoder, scalar
 from ._redact import may_hold_secret, redact_secrets, scrub_value, secret_key
 from ._writer import AppendOnlyFile
@@ -40,10 +40,7 @@ def _no_loop() -> None:
     return None
 
 
-def timestamp() -> str:
-    """Now as ISO 8601 UTC with microseconds and a Z."""
-    day, micros = utc_now()
-    return f"{day}.{micros:06d}Z"
+timestamp = utc_timestamp  # now as ISO 8601 UTC with microseconds and a Z
 
 
 class EventLog:

@@ -32,7 +32,7 @@ from typing import Any
 
 from ..engine.results import json_lines
 from ..errors import AsyncEvalError
-from .summary import finite_number, report_score
+from .summary import finite_number, mapping, report_score
 
 ROW_CAP = 50_000  # characters of JSON of one row's details, at most
 MIN_ROW_CAP = 600  # ... and at least, however many rows share the budget
@@ -223,7 +223,7 @@ def light_record(record: Mapping[str, Any], score: float | None) -> dict[str, An
     aside: see `RunRows.wall_s`). Values they could not read (text for a count, a list for an
     id) are left out or made readable, as the table shows them."""
     status, reason = record.get("status"), record.get("termination_reason")
-    usage, timing = _mapping(record.get("usage")), _mapping(record.get("timing"))
+    usage, timing = mapping(record.get("usage")), mapping(record.get("timing"))
     light: dict[str, Any] = {
         "task_id": pair_key(record.get("task_id")),
         "repeat_idx": pair_key(record.get("repeat_idx")),
@@ -239,10 +239,6 @@ def light_record(record: Mapping[str, Any], score: float | None) -> dict[str, An
     return light
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else dumps(value)
 
@@ -250,7 +246,7 @@ def _text(value: Any) -> str:
 def _cells(record: Mapping[str, Any], number: int) -> dict[str, Any]:
     """One row of the table: short values only (the error as one line of at most 200 chars);
     the status as `summarize` counts it ("None" when there is none)."""
-    usage, timing = _mapping(record.get("usage")), _mapping(record.get("timing"))
+    usage, timing = mapping(record.get("usage")), mapping(record.get("timing"))
     task_id, reason = record.get("task_id"), record.get("termination_reason")
     status = record.get("status")
     return {
@@ -297,7 +293,7 @@ def _detail(rows: RunRows, record: Mapping[str, Any], number: int, cap: int) -> 
         if cut:
             truncated.append(key)
     parts.append(f'"config":{_config(rows, record.get("config"))}')
-    usage = {k: v for k, v in _mapping(record.get("usage")).items() if k not in _IN_COLUMNS}
+    usage = {k: v for k, v in mapping(record.get("usage")).items() if k not in _IN_COLUMNS}
     if usage:
         parts.append(f'"usage":{dumps(usage)}')
     if truncated:

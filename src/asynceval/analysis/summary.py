@@ -7,6 +7,7 @@ one usable evaluator result), with a 95% Wilson interval.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -101,8 +102,8 @@ def summarize(records: Iterable[Mapping[str, Any]], wall_s: float | None = None)
         if score is not None:
             summary.scored += 1
             summary.passed += score
-        _add_usage(summary, _mapping(record.get("usage")))
-        duration = finite_number(_mapping(record.get("timing")).get("duration_s"))
+        _add_usage(summary, mapping(record.get("usage")))
+        duration = finite_number(mapping(record.get("timing")).get("duration_s"))
         if duration is not None:
             durations.append(float(duration))
     summary.statuses = dict(statuses.most_common())
@@ -130,8 +131,8 @@ def _latest_reports(
             if start is not None and first_start is None:
                 first_start = float(start)
             continue
-        latest[(record.get("task_id"), record.get("repeat_idx"))] = record
-        end = finite_number(_mapping(record.get("timing")).get("finished_at"))
+        latest[(_hashable(record.get("task_id")), _hashable(record.get("repeat_idx")))] = record
+        end = finite_number(mapping(record.get("timing")).get("finished_at"))
         if end is not None:
             last_end = float(end) if last_end is None else max(last_end, float(end))
     if summary.wall_s is None and first_start is not None and last_end is not None:
@@ -147,7 +148,13 @@ def finite_number(value: Any) -> int | float | None:
     return None
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
+def _hashable(value: Any) -> Any:
+    """A task_id or repeat_idx as a key: itself, or a hand-edited list or object as JSON text."""
+    return json.dumps(value, sort_keys=True) if isinstance(value, list | dict) else value
+
+
+def mapping(value: Any) -> Mapping[str, Any]:
+    """`value` if it is a mapping, else an empty one (a hand-edited report's usage or timing)."""
     return value if isinstance(value, Mapping) else {}
 
 

@@ -30,21 +30,20 @@ def checked_ids(tasks: TaskSource | None) -> TaskSource | None:
 
 def agent_data_resolver(
     tasks: TaskSource | None, agent_data: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None
-) -> tuple[TaskSource | None, Callable[[Task], Mapping[str, Any]]]:
-    """The tasks (built, when agent_data is a list matched to them one to one) and the agent data
-    for a task: none, one mapping shared by all, or a list with one entry per task."""
+) -> Callable[[Task], Mapping[str, Any]]:
+    """The agent data for a task: none, one mapping shared by all, or a list with one entry per
+    task of `tasks` (a list as `checked_ids` built it)."""
     if agent_data is None:
-        return tasks, lambda task: {}
+        return lambda task: {}
     if isinstance(agent_data, Mapping):
         shared = dict(agent_data)
-        return tasks, lambda task: shared
+        return lambda task: shared
     if tasks is None or not isinstance(tasks, Sequence):
         raise ConfigError("agent_data as a list (one per task) needs tasks as a list too")
     if len(agent_data) != len(tasks):
         raise ConfigError(f"agent_data has {len(agent_data)} entries for {len(tasks)} tasks")
-    materialized = [as_task(item) for item in tasks]
-    by_id = {task.id: dict(data) for task, data in zip(materialized, agent_data, strict=True)}
-    return materialized, lambda task: by_id.get(task.id, {})
+    by_id = {as_task(task).id: dict(data) for task, data in zip(tasks, agent_data, strict=True)}
+    return lambda task: by_id.get(task.id, {})
 
 
 def make_queue(tasks: TaskSource | None, queue: QueueArg) -> TaskQueue:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
-from .._clock import utc_now
+from .._clock import utc_isoformat
 from .._scoped import Scoped
 
 _SINGLE = ("environment", "user")  # categories holding one component, not a mapping
@@ -86,7 +86,7 @@ class ComponentRegistry:
         scope = _scope.get() or _Scope()
         out: dict[str, Any] = {
             "metadata": {
-                "timestamp": _now_iso(),
+                "timestamp": utc_isoformat(),
                 "total_components": len(scope.components),
             },
             **extra,
@@ -106,9 +106,3 @@ class ComponentRegistry:
             else:
                 out.setdefault(category, {})[name] = entry
         return out
-
-
-def _now_iso() -> str:
-    """`datetime.now(UTC).isoformat()` (two per repetition), from the per-second clock text."""
-    day, micros = utc_now()
-    return f"{day}.{micros:06d}+00:00" if micros else f"{day}+00:00"

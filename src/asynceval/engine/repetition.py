@@ -119,7 +119,8 @@ class Repetitions:
     async def _attempt(
         self, unit: Unit, timeout_s: float | None, attempt: int, usage: UsageCounter
     ) -> _Outcome:
-        """One attempt under the repetition's timeout; never raises except for cancellation.
+        """One attempt under the repetition's timeout; raises only what ends the run (its
+        cancellation, KeyboardInterrupt, SystemExit).
 
         Its worker threads reach the loop through a bridge closed when the attempt ends, so an
         abandoned thread's calls are cancelled then and refused afterwards.
@@ -276,18 +277,15 @@ def _ends_the_run(error: BaseException) -> bool:
         return True
     if isinstance(error, BaseExceptionGroup):
         return any(_ends_the_run(inner) for inner in error.exceptions)
-    return isinstance(error, anyio.get_cancelled_exc_class()) and not _is_stray_cancellation(error)
-
-
-def _is_stray_cancellation(error: BaseException) -> bool:
-    """A cancellation exception nobody cancelled this task for (asyncio only: trio has none)."""
     if not isinstance(error, anyio.get_cancelled_exc_class()):
         return False
+    # A cancellation nobody asked this task for (asyncio counts requests; trio has no strays)
+    # is the code's own: awaiting a task it cancelled itself.
     try:
         task = asyncio.current_task()
     except RuntimeError:
-        return False
-    return task is not None and task.cancelling() == 0
+        return True
+    return task is None or task.cancelling() > 0
 
 
 _NO_DEADLINE: nullcontext[None] = nullcontext()  # reusable: no cancel scope without a timeout

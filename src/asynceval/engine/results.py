@@ -92,9 +92,9 @@ def encode_line(record: Mapping[str, Any]) -> bytes:
         text = _encode(record)
     except Exception:  # TypeError, ValueError, RecursionError, or an object's own repr raising
         record = _plain(record)
-        text = json.dumps(record, ensure_ascii=False, allow_nan=False)
+        text = _encode(record)  # plain now: the same encoder cannot fail on it
     if may_hold_secret(text):  # e.g. a provider's error body echoing the API key
-        text = json.dumps(scrub_value(_plain(record)), ensure_ascii=False, allow_nan=False)
+        text = _encode(scrub_value(_plain(record)))
     return text.encode("utf-8", errors="replace") + b"\n"
 
 

@@ -78,7 +78,7 @@ class Run:
         self.max_tasks = benchmark.max_concurrent_tasks or self.settings.max_concurrent_tasks
         self.n_tasks = len(tasks) if hasattr(tasks, "__len__") else None  # type: ignore[arg-type]
         tasks = checked_ids(tasks)
-        tasks, self._agent_data_for = agent_data_resolver(tasks, agent_data)
+        self._agent_data_for = agent_data_resolver(tasks, agent_data)
         self.queue = make_queue(tasks, queue)
         self.results_path = results_path
         self.resume = resume
