@@ -158,8 +158,18 @@ def test_registered_secrets_and_redaction_still_hold_through_the_log() -> None:
 
 
 def test_bound_fields_keep_their_order_and_yield_to_the_events_own(
-    event_log: Any,
+    event_log: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    assembled: list[str] = []  # events the log wrote from pre-rendered pieces
+    plain_line = _eventlog._plain_line
+
+    def spy(level: str, event: str, fields: Any, bound: Any) -> str | None:
+        line = plain_line(level, event, fields, bound)
+        if line is not None:
+            assembled.append(event)
+        return line
+
+    monkeypatch.setattr(_eventlog, "_plain_line", spy)
     with events.bind_context(run_id="r1", task_id="outer"), events.bind_context(repeat_idx=2):
         events.emit("one", task_id="own", n=1)
         with events.bind_context(extra=[1, 2]):  # not a scalar: the general way, same line
@@ -169,6 +179,7 @@ def test_bound_fields_keep_their_order_and_yield_to_the_events_own(
     assert list(json.loads(one)) == keys
     assert list(json.loads(two)) == [*keys, "extra"]
     assert json.loads(one)["task_id"] == "own"
+    assert assembled == ["one"]  # "two" (a list bound) went the general way
 
 
 def test_a_str_subclass_name_does_not_turn_the_plain_name_away() -> None:
@@ -191,3 +202,28 @@ def test_changing_the_dict_bind_context_gave_shows_in_later_events(event_log: An
     )
     assert before["run_id"] == "r1"
     assert (after["run_id"], after["extra"]) == ("r2", 1)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda bound: bound.__setitem__("run_id", "r2"),
+        lambda bound: bound.__delitem__("run_id"),
+        lambda bound: bound.__ior__({"run_id": "r2"}),
+        lambda bound: bound.update(run_id="r2"),
+        lambda bound: bound.setdefault("extra", "x"),
+        lambda bound: bound.pop("run_id"),
+        lambda bound: bound.popitem(),
+        lambda bound: bound.clear(),
+    ],
+)
+def test_every_change_to_the_bound_dict_shows_in_later_lines(
+    change: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After any change, a line holds the dict as it is now, not the pieces rendered before."""
+    bound = BoundFields({}, {"run_id": "r1", "task_id": "t1"})
+    change(bound)
+    monkeypatch.setattr(_eventlog, "timestamp", lambda: "T")
+    now = general_line("info", "e", {}, dict(bound))
+    assert (_eventlog._plain_line("info", "e", {}, bound) or now) == now
+    assert bound.rendered is None

@@ -254,11 +254,20 @@ KEYS = """<script>
   marks.setAttribute("data-after-click", focused());
   var rows = Array.prototype.slice.call(document.querySelectorAll("tr.row"));
   var below = rows[rows.indexOf(document.activeElement) + 1];
+  // Where the focus is, as a row index on the page, and whether the one tab stop went with it.
+  function at() {
+    var node = document.activeElement;
+    return rows.indexOf(node) + (node.getAttribute("tabindex") === "0" ? "" : " not a tab stop")
+      + (document.querySelectorAll('tr.row[tabindex="0"]').length === 1 ? "" : " several stops");
+  }
   press(document.activeElement, "ArrowDown");
-  marks.setAttribute("data-after-arrow", (document.activeElement === below) + " "
-    + document.querySelectorAll('tr.row[tabindex="0"]').length);
+  marks.setAttribute("data-after-arrow", at() + (document.activeElement === below ? "" : " wrong"));
+  press(document.activeElement, "Home");
+  marks.setAttribute("data-after-home", at());
   press(document.activeElement, "End");
-  marks.setAttribute("data-after-end", String(document.activeElement === rows[rows.length - 1]));
+  marks.setAttribute("data-after-end", at());
+  press(document.activeElement, "ArrowUp");
+  marks.setAttribute("data-after-up", at());
 })();
 </script>
 """
@@ -269,7 +278,7 @@ def test_rows_and_column_headers_work_from_the_keyboard(tmp_path: Path) -> None:
     or Space opens a row or sorts by a column, as a click does, and the focus stays on that row
     or header in the table drawn anew; other keys do nothing."""
     run = tmp_path / "run"
-    _write(run, [HEADER] + [_report(name, "success", name) for name in ("a", "b", "c")])
+    _write(run, [HEADER] + [_report(name, "success", name) for name in "abcdef"])
     page = tmp_path / "view.html"
     write_view([run], page)
     text = page.read_text(encoding="utf-8")
@@ -277,14 +286,19 @@ def test_rows_and_column_headers_work_from_the_keyboard(tmp_path: Path) -> None:
     page.write_text(text.replace("</body>", KEYS + "</body>"), encoding="utf-8")
     dom = dump_dom(page, tmp_path / "profile")
     marks = dict(re.findall(r'data-after-([\w-]+)="([^"]*)"', dom))
+    rows = re.findall(r'<tr class="row [^"]*" data-row="(\d+)"', dom)  # in page order
+    assert sorted(rows) == ["0", "1", "2", "3", "4", "5"] and rows[-1] != "0"
     assert marks == {
         "x": "0",  # no row opened by another key, Ctrl+Enter or a held Enter
         "enter": "2",  # row 2 opened, and focused in the new table
         "space": "duration_s ascending",  # sorted, the header focused
         "second-enter": "2 false 0 false",  # closed again; the focus on the new row 2
         "click": "0",  # a click opens a row and leaves the focus on it too
-        "arrow": "true 1",  # down to the next row, past the open one's details; one tab stop
-        "end": "true",  # to the page's last row
+        # The arrow keys move the focus and the rows' one tab stop with it, past the details.
+        "arrow": str(rows.index("0") + 1),
+        "home": "0",
+        "end": "5",  # from the first row straight to the page's last
+        "up": "4",
     }
     assert 'data-open="2"' in dom
     assert len(re.findall(r'<tr class="row [^>]*tabindex="0"', dom)) == 1  # one tab stop

@@ -108,3 +108,50 @@ def test_runs_in_several_threads_at_once_put_the_thresholds_back() -> None:
 def test_a_negative_threshold_is_refused_by_name() -> None:
     with pytest.raises(ConfigError, match="RUN_GC_THRESHOLD must be >= 0"):
         Settings(run_gc_threshold=-1)
+
+
+def test_a_run_starting_while_the_last_one_puts_the_thresholds_back_still_gets_its_raise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Thread A's run ends (the count falls to 0, the old thresholds are being put back) while
+    thread B's run starts: B must not take A's raise as still in force and run at 700."""
+    from asynceval.runtime import _gc
+
+    restoring, entered, a_done = threading.Event(), threading.Event(), threading.Event()
+    real_set = gc.set_threshold
+
+    class SlowRestore:
+        get_threshold = staticmethod(gc.get_threshold)
+
+        @staticmethod
+        def set_threshold(*values: int) -> None:
+            if values[0] == 700 and threading.current_thread().name == "a":
+                restoring.set()
+                entered.wait(0.3)  # B's start lands in the middle of the restore
+            real_set(*values)
+
+    monkeypatch.setattr(_gc, "gc", SlowRestore)
+    seen: list[int] = []
+
+    def a() -> None:
+        with RunGcThreshold(10000):
+            pass
+        a_done.set()
+
+    def b() -> None:
+        restoring.wait(5)
+        run = RunGcThreshold(10000)
+        run.__enter__()
+        entered.set()
+        try:
+            a_done.wait(5)
+            seen.append(gc.get_threshold()[0])  # in B's run, once A's has ended
+        finally:
+            run.__exit__(None, None, None)
+
+    threads = [threading.Thread(target=a, name="a"), threading.Thread(target=b, name="b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert seen == [10000] and gc.get_threshold() == (700, 10, 10)
