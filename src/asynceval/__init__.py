@@ -15,6 +15,7 @@ import importlib
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from ._version import __version__
 from .agents import SyncAgent
 from .config import Settings
 from .engine import (
@@ -41,7 +42,6 @@ from .tools import Tool, ToolExecutor
 if TYPE_CHECKING:
     from .interop import http_client, sync_http_client
 
-__version__ = "0.1.0"
 
 __all__ = [
     "AdaptiveQueue",

@@ -32,7 +32,7 @@ from importlib import resources
 from pathlib import Path
 from typing import IO, Any
 
-from .. import __version__
+from .._version import __version__
 from ..events import NO_LLM_CALLS_ADVICE
 from ._view_events import read_events_view
 from ._view_rows import BUDGET, ROW_CAP, DetailBudget, ViewError, count_lines, dumps, read_rows

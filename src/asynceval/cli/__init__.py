@@ -17,7 +17,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from .. import __version__
+from .._version import __version__
 from ..config import UnknownSettingWarning
 from ._compare import add_parser as add_compare_parser
 from ._errors import CLIError, handle_warnings, one_line

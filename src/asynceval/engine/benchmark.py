@@ -35,6 +35,7 @@ from .queues import TaskQueue
 from .registry import ComponentRegistry
 from .report import error_entry
 from .run_reports import RunReports
+from .scheduler import Run
 from .status import TerminationReason
 from .task import Task
 from .threads import call_maybe_async
@@ -268,8 +269,6 @@ class Benchmark(ABC):
         `backend` runs the repetitions elsewhere (`asynceval.distributed.DaskBackend`: a Dask
         cluster); the queue, results file, callbacks and summary stay here.
         """
-        from .scheduler import Run
-
         run = Run(
             self,
             tasks=tasks,

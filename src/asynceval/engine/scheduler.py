@@ -28,7 +28,8 @@ import anyio.lowlevel
 import anyio.to_thread
 from anyio.from_thread import BlockingPortal
 
-from .. import __version__, events
+from .. import events
+from .._version import __version__
 from ..errors import BackendLost, ConfigError, TaskSpecError
 from ..limits import ConcurrencyController
 from ..runtime import RunGcThreshold, Runtime

@@ -22,6 +22,7 @@ from pydantic import BaseModel, SecretStr
 
 from .. import events
 from .._jsonfast import encoder
+from .._version import __version__
 from ..config import HttpTransport, Settings
 from ..errors import ConfigError, ProviderError
 from ..limits import ConcurrencyController, RateLimiter, RetryPolicy
@@ -56,12 +57,6 @@ SIM_MODEL = "asynceval-sim"
 _encode = encoder()  # json.dumps without its per-call set-up
 _SIM_PATH = urllib.parse.urlsplit(SIM_BASE_URL).path  # where the simulator's routes are
 ResponseFormat = Mapping[str, Any] | type[BaseModel]
-
-
-def _version() -> str:
-    from .. import __version__
-
-    return __version__
 
 
 def _checked_base_url(base_url: str) -> str:
@@ -153,7 +148,7 @@ class ChatModel(ABC):
         self._headers_sent = {
             "content-type": "application/json",
             "accept": "application/json",
-            "user-agent": f"asynceval/{_version()}",
+            "user-agent": f"asynceval/{__version__}",
             **headers,
         }
         self._header_key = tuple(self._headers_sent.items())
