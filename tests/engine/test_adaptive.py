@@ -1,4 +1,5 @@
-"""AdaptiveQueue: 2PL item selection by Fisher information, EAP estimation, stopping rules."""
+"""AdaptiveQueue: 2PL item selection by Fisher information, EAP estimation, stopping rules, and
+learning from a resumed run's earlier reports."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import itertools
 import math
 import random
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +19,8 @@ from asynceval.engine.adaptive import (
     probability_correct,
 )
 from asynceval.engine.task import Task
+
+from ._benches import Agents
 
 PASS: dict[str, Any] = {"status": "success", "eval": [{"passed": True}]}
 FAIL: dict[str, Any] = {"status": "success", "eval": [{"passed": False}]}
@@ -415,3 +419,17 @@ def test_duplicate_task_ids_are_refused() -> None:
 def test_bad_arguments_are_refused(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         AdaptiveQueue([item("x")], **kwargs)
+
+
+# --- resuming a run ----------------------------------------------------------------------------
+
+
+async def test_a_resumed_adaptive_run_learns_from_the_earlier_reports(tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    bank = [Task(query=i, id=f"i{i}", metadata={"difficulty": i / 10 - 1}) for i in range(20)]
+    first = AdaptiveQueue(bank, budget=5)
+    await Agents(max_concurrent_tasks=1).run(queue=first, results_path=path)
+    second = AdaptiveQueue(bank, budget=10)
+    reports = await Agents(max_concurrent_tasks=1).run(queue=second, results_path=path, resume=True)
+    assert second.n_observations == first.n_observations + len(reports)
+    assert {r["task_id"] for r in reports}.isdisjoint(set(h[0] for h in first.summary()["history"]))

@@ -32,7 +32,7 @@ def write_jsonl(path: Path, rows: list[Any]) -> Path:
 # --- JSONL and JSON ---------------------------------------------------------------------------
 
 
-def test_a_jsonl_of_task_fields_reads_as_before(tmp_path: Path) -> None:
+def test_a_jsonl_of_task_fields_without_a_mapping_reads_one_task_a_line(tmp_path: Path) -> None:
     """No mapping: each line is a dict of Task fields; unknown keys are still refused."""
     path = write_jsonl(tmp_path / "tasks.jsonl", [{"id": 3, "query": "q", "metadata": {"k": 1}}])
     assert load_tasks(path) == [Task(query="q", id="3", metadata={"k": 1})]

@@ -1,4 +1,5 @@
-"""The results file: header and lines, no secrets, group commit, resume after a SIGKILL."""
+"""The results file: header and lines, no secrets, group commit, values JSON cannot hold, lines
+cut short, resume after a SIGKILL."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import anyio
 from asynceval import Benchmark, Settings, Task
 from asynceval.engine import read_records, successful_pairs
 from asynceval.engine.results import successful_reports
+
+from ._benches import Agents
 
 HERE = Path(__file__).parent
 
@@ -57,6 +60,19 @@ async def test_resume_skips_successful_pairs_and_mends_a_cut_line(tmp_path: Path
     records, damaged = read_records(path)
     assert damaged == 1 and sum(r.get("type") == "header" for r in records) == 2
     assert successful_pairs(path) == {(str(i), 0) for i in range(10)}
+
+
+async def test_a_line_cut_inside_a_character_is_damaged_not_fatal(tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    tasks = [Task(query="héllo wörld ✓", id=str(i)) for i in range(4)]
+    await Agents().run(tasks[:2], results_path=path)
+    with path.open("ab") as file:
+        file.write('{"task_id": "2", "eval": "✓'.encode()[:-1])  # cut inside the ✓
+    assert successful_pairs(path) == {("0", 0), ("1", 0)}
+    reports = await Agents().run(tasks, results_path=path, resume=True)
+    assert sorted(r["task_id"] for r in reports) == ["2", "3"]
+    _, damaged = read_records(path)
+    assert damaged == 1
 
 
 def test_a_run_killed_half_way_then_resumed_runs_each_pair_exactly_once(tmp_path: Path) -> None:
@@ -165,6 +181,19 @@ async def test_values_json_cannot_hold_never_stop_a_run(tmp_path: Path) -> None:
     while isinstance(deep, list) and deep:
         depth, deep = depth + 1, deep[0]
     assert 150 < depth < 250 and deep == "<list nested deeper than 200>"
+
+
+async def test_an_unencodable_report_is_written_and_spoils_no_other(tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    tasks = [Task(query=i, id=str(i)) for i in range(6)]
+    tasks.insert(2, Task(query="x", id="bad", metadata={"do": "unencodable"}))
+    await Agents().run(tasks, results_path=path)
+    records, damaged = read_records(path)
+    assert damaged == 0 and len(records) == 1 + 7
+    bad = next(r for r in records if r.get("task_id") == "bad")
+    answer = bad["eval"][0]["answer"]
+    assert answer["('tuple', 'key')"] == "nan" and answer["cycle"] == ["<cycle list>"]
+    assert "object object" in answer["object"]
 
 
 async def test_hand_edited_success_lines_pair_with_nothing_and_the_resume_goes_on(

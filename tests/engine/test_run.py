@@ -1,5 +1,6 @@
-"""Benchmark.run end to end: statuses, termination reasons, timeouts, retries, callbacks,
-registry isolation, task context, lazy pulling and cancellation."""
+"""Benchmark.run end to end: statuses, termination reasons, timeouts, retries and their back-off,
+callbacks, registry isolation, task context, the config and usage in reports, the benchmark's
+controller, lazy pulling, the number of workers, agent data and cancellation."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from asynceval.limits import ConcurrencyController
 from asynceval.sim import SimConfig
 
 from ..conftest import EventLog
+from ._benches import Agents
 
 
 class Scripted(Benchmark):
@@ -293,6 +295,51 @@ async def test_max_retries_reruns_a_repetition_whose_llm_call_failed(event_log: 
     assert by_id["not-retried"]["error"]["type"] == "LLMCallFailed"
 
 
+async def test_a_refused_request_is_not_retried_by_the_engine() -> None:
+    model = OpenAIChatModel(
+        controller=ConcurrencyController(1),
+        sim_config=SimConfig(latency=0, fault_rates={400: 1.0}),
+    )
+
+    class Asks(Benchmark):
+        async def setup_agents(
+            self, agent_data: Any, environment: Any, task: Task, user: Any
+        ) -> Any:
+            async def agent(query: Any) -> Any:
+                return (await model.generate(query)).text
+
+            return [agent], {}
+
+    async with model:
+        (report,) = await Asks().run([Task(query="q", protocol=TaskProtocol(max_retries=3))])
+    assert (report["status"], report["attempts"]) == ("unknown_execution_error", 1)
+    assert report["error"]["type"] == "LLMCallFailed"
+
+
+async def test_infrastructure_retries_back_off() -> None:
+    class Flaky(Benchmark):
+        attempts = 0
+
+        async def setup_agents(
+            self, agent_data: Any, environment: Any, task: Task, user: Any
+        ) -> Any:
+            async def agent(query: Any) -> Any:
+                Flaky.attempts += 1
+                if Flaky.attempts < 3:
+                    raise RuntimeError("transient")
+                return "fine"
+
+            return [agent], {}
+
+    settings = Settings(retry_initial_delay=0.1, retry_max_delay=1.0)
+    started = anyio.current_time()
+    (report,) = await Flaky(settings=settings).run(
+        [Task(query="q", protocol=TaskProtocol(max_retries=2))]
+    )
+    assert (report["status"], report["attempts"]) == ("success", 3)
+    assert anyio.current_time() - started >= 0.1 + 0.2  # 0.1 s, then 0.2 s (plus jitter)
+
+
 class Recorder(BenchmarkCallback):
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []
@@ -397,6 +444,53 @@ async def test_registries_are_isolated_between_concurrent_repetitions() -> None:
         assert report["config"]["tools"]["box"]["error"] == "config unavailable"
 
 
+async def test_gather_config_may_use_attributes_set_after_init() -> None:
+    class WithModel(Agents):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model_name = "judge-7b"
+
+        def gather_config(self) -> dict[str, Any]:
+            return {**super().gather_config(), "model": self.model_name}
+
+    (report,) = await WithModel().run([Task(query="q")])
+    assert report["config"]["benchmark"]["model"] == "judge-7b"
+
+
+async def test_generate_sync_calls_from_a_sync_agent_are_in_the_report_usage() -> None:
+    model = OpenAIChatModel(controller=ConcurrencyController(2), sim_config=SimConfig(latency=0))
+
+    class SyncAgent(Benchmark):
+        def setup_agents(self, agent_data: Any, environment: Any, task: Task, user: Any) -> Any:  # type: ignore[override]
+            def agent(query: Any) -> Any:  # runs in a worker thread
+                return [model.generate_sync(f"What is {n} + 1?").text for n in range(3)]
+
+            return [agent], {}
+
+    async with model:
+        (report,) = await SyncAgent().run([Task(query="q")])
+    assert report["status"] == "success" and report["usage"]["llm_calls"] == 3
+
+
+async def test_a_benchmark_controller_bounds_the_calls_of_models_without_their_own() -> None:
+    """Benchmark(controller=...) replaces the runtime's limiter for that run's models."""
+    controller = ConcurrencyController(3)
+    model = OpenAIChatModel(sim_config=SimConfig(latency=0))
+
+    class Calls(Benchmark):
+        async def setup_agents(self, agent_data: Any, env: Any, task: Task, user: Any) -> Any:
+            async def agent(query: Any) -> str:
+                return (await model.generate(str(query))).text
+
+            return [agent], {}
+
+    reports = await Calls(controller=controller).run(
+        [Task(query="q", id=f"t{i}") for i in range(4)]
+    )
+    assert all(r["status"] == "success" for r in reports)
+    assert controller.statistics().granted == 4
+
+
 async def test_tasks_are_pulled_lazily_as_slots_free() -> None:
     pulled = 0
     done = 0
@@ -425,6 +519,35 @@ async def test_tasks_are_pulled_lazily_as_slots_free() -> None:
     assert reports == [] and done == 2_000
 
 
+class CountsTasks(Agents):
+    """Its agent counts the event loop's tasks while it runs."""
+
+    alive: list[int]
+
+    async def setup_agents(self, agent_data: Any, environment: Any, task: Task, user: Any) -> Any:
+        import asyncio
+
+        async def agent(query: Any) -> Any:
+            self.alive.append(len(asyncio.all_tasks()))
+            await anyio.lowlevel.checkpoint()
+            return "ok"
+
+        return [agent], {}
+
+
+async def test_a_huge_max_concurrent_tasks_starts_no_more_workers_than_repetitions() -> None:
+    """A million allowed at once for six repetitions: six workers, not a million (which took
+    most of a minute and gigabytes before any repetition started)."""
+    bench = CountsTasks(max_concurrent_tasks=1_000_000, n_task_repeats=2)
+    bench.alive = []
+    with anyio.fail_after(60):  # a safety net only: the count below is the check
+        reports = await bench.run([Task(query=i, id=str(i)) for i in range(3)])
+    assert max(bench.alive) < 20  # six workers, the test's own task and a few of the run's
+    assert sorted((r["task_id"], r["repeat_idx"]) for r in reports) == [
+        (str(i), r) for i in range(3) for r in range(2)
+    ]
+
+
 async def test_agent_data_one_for_all_or_one_per_task() -> None:
     class Echo(Benchmark):
         def setup_agents(self, agent_data: Any, environment: Any, task: Task, user: Any) -> Any:
@@ -438,6 +561,25 @@ async def test_agent_data_one_for_all_or_one_per_task() -> None:
     assert answers == {"x": [], "y": []}  # no evaluators: an empty list, not None
     with pytest.raises(ValueError, match="agent_data has 1 entries for 2 tasks"):
         await Echo().run(tasks, agent_data=[{"name": "only one"}])
+
+
+async def test_agent_data_per_task_reaches_its_own_task() -> None:
+    seen: dict[str, str] = {}
+
+    class Echo(Benchmark):
+        async def setup_agents(
+            self, agent_data: Any, environment: Any, task: Task, user: Any
+        ) -> Any:
+            seen[task.id] = agent_data["name"]
+            return [lambda query: query], {}
+
+    tasks = [Task(query=1, id="x"), Task(query=2, id="y")]
+    await Echo(max_concurrent_tasks=2).run(
+        tasks, agent_data=[{"name": "first"}, {"name": "second"}]
+    )
+    assert seen == {"x": "first", "y": "second"}
+    await Echo().run(tasks, agent_data={"name": "same"})
+    assert seen == {"x": "same", "y": "same"}
 
 
 async def test_cancelling_a_run_ends_it_cleanly_with_every_finished_report_on_disk(
