@@ -81,6 +81,8 @@ CACHE_STORE_FAILED = "cache_store_failed"
 
 # The three events of every call are one dict literal each: they are written per call.
 def queueing(*, agent: str | None, dimension: str | None, call_id: str, queue_depth: int) -> None:
+    """An attempt joined the line for a slot (every attempt does, waiting or not); `queue_depth`
+    counts the callers waiting, this one included."""
     fields = {
         "agent": agent,
         "dimension": dimension,
@@ -93,6 +95,8 @@ def queueing(*, agent: str | None, dimension: str | None, call_id: str, queue_de
 def acquired(
     *, agent: str | None, dimension: str | None, call_id: str, active_slots: int, wait_s: float
 ) -> None:
+    """An attempt took its slot after `wait_s` in line; `active_slots` counts the slots in use,
+    this one included."""
     fields = {
         "agent": agent,
         "dimension": dimension,
@@ -106,6 +110,8 @@ def acquired(
 def released(
     *, agent: str | None, dimension: str | None, call_id: str, active_slots: int, held_s: float
 ) -> None:
+    """An attempt gave its slot back after holding it `held_s` (written before the slot is
+    free); `active_slots` counts the slots in use after the release."""
     fields = {
         "agent": agent,
         "dimension": dimension,
@@ -125,7 +131,8 @@ def cancelled(*, agent: str | None, dimension: str | None, call_id: str, wait_s:
 def cache_hit(
     *, agent: str | None, dimension: str | None, call_id: str, url: str, key: str
 ) -> None:
-    """A call answered from the model-call cache: no slot taken, no request sent."""
+    """A call answered from the model-call cache: no slot taken, nothing sent; `key` is the
+    entry's first 16 hex digits."""
     fields = {"agent": agent, "dimension": dimension, "call_id": call_id}
     _write("info", CACHE_HIT, {**fields, "url": url, "key": key})
 
@@ -139,8 +146,9 @@ def cache_store_failed(*, directory: str, error: str) -> None:
 def limit_changed(
     *, endpoint: str, limit: int, previous: int, cap: int, in_flight: int, reason: str
 ) -> None:
-    """An endpoint's adaptive limit moved: down on an overload 429 (`reason` "429"), back up
-    with successes ("success"); `cap` is the global limit it never exceeds."""
+    """An endpoint's adaptive limit moved to `limit`: down on an overload 429 (`reason` "429"),
+    back up with successes ("success"); `cap` is MAX_CONCURRENT_LLM_CALLS, which it never
+    exceeds and which never changes."""
     fields = {"endpoint": endpoint, "limit": limit, "previous": previous, "cap": cap}
     _write("info", LIMIT_CHANGED, {**fields, "in_flight": in_flight, "reason": reason})
 
@@ -155,12 +163,15 @@ def retry(
     delay_s: float,
     error: str,
 ) -> None:
+    """An attempt failed and the call goes again after `delay_s`; `attempt` is the one that
+    failed, `status_code` is null for timeouts and connection errors."""
     fields = {"agent": agent, "dimension": dimension, "call_id": call_id, "attempt": attempt}
     extra = {"status_code": status_code, "delay_s": round(delay_s, 6), "error": error}
     _write("warning", RETRY, {**fields, **extra})
 
 
 def timeout(*, agent: str | None, dimension: str | None, call_id: str, timeout_s: float) -> None:
+    """An attempt ran past LLM_CALL_TIMEOUT (`timeout_s`); its slot is released."""
     fields = {"agent": agent, "dimension": dimension, "call_id": call_id}
     _write("warning", TIMEOUT, {**fields, "timeout_s": timeout_s})
 
@@ -175,16 +186,23 @@ def llm_call_failed(
     elapsed_s: float,
     error: str,
 ) -> None:
+    """A call failed for good (its attempts spent, or an error not worth retrying); our models
+    raise `LLMCallFailed` with the same figures, an SDK gets the provider's last answer."""
     fields = {"agent": agent, "dimension": dimension, "call_id": call_id}
     extra = {"status_code": status_code, "attempts": attempts, "elapsed_s": round(elapsed_s, 6)}
     _write("error", LLM_CALL_FAILED, {**fields, **extra, "error": error})
 
 
 def run_started(*, limits: Mapping[str, Any], n_tasks: int | None, **fields: Any) -> None:
+    """A run began: the limits in force (max_concurrent_llm_calls, max_concurrent_tasks, the
+    retry settings, llm_call_timeout, the rate limits), n_tasks (when known), benchmark,
+    n_task_repeats, resumed_pairs; on a cluster also backend and workers."""
     _write("info", RUN_STARTED, {**limits, "n_tasks": n_tasks, **fields})
 
 
 def run_finished(*, counts: Mapping[str, int], duration_s: float, **fields: Any) -> None:
+    """A run ended: `counts` per status, and interrupted, written (lines in the results file),
+    skipped_as_done and threads_still_running."""
     _write(
         "info", RUN_FINISHED, {"counts": dict(counts), "duration_s": round(duration_s, 6), **fields}
     )
@@ -199,7 +217,8 @@ NO_LLM_CALLS_ADVICE = (
 
 
 def no_llm_calls(*, successes: int) -> None:
-    """The run's successful repetitions recorded no LLM call: likely calls outside the funnel."""
+    """The run's successful repetitions recorded no LLM call: likely calls made around the
+    funnel; `advice` says how to send them through it."""
     _write("warning", NO_LLM_CALLS, {"successes": successes, "advice": NO_LLM_CALLS_ADVICE})
 
 
@@ -211,6 +230,7 @@ def stream_abandoned(*, agent: str | None, dimension: str | None, call_id: str) 
 
 
 def task_started(*, task_id: str, repeat_idx: int, **fields: Any) -> None:
+    """A repetition began (once per repetition, however many attempts it takes)."""
     record = {"task_id": task_id, "repeat_idx": repeat_idx}
     _write("info", TASK_STARTED, {**record, **fields} if fields else record)
 
@@ -240,8 +260,8 @@ def task_finished(
     score: float | None = None,
     **fields: Any,
 ) -> None:
-    """One repetition ended (after its last attempt). `score` is what the summary's pass rate
-    counts for it (None: not scored), so a live view can show the same figure."""
+    """A repetition ended, after its last attempt (once per repetition; also `attempts`).
+    `score` is what the summary's pass rate counts for it (null: not scored)."""
     record = {
         "task_id": task_id,
         "repeat_idx": repeat_idx,
