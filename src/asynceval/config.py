@@ -39,33 +39,35 @@ class Settings(BaseSettings):
     )
 
     max_concurrent_llm_calls: int = 5
-    """1..50: LLM call attempts in flight at once across the whole process (on a Dask cluster,
-    across all workers). Read once when a run starts; the `run_started` event states it."""
+    """From 1 to 50: LLM call attempts in flight at once across the whole process (on a Dask
+    cluster, across all workers). Read once when a run starts; the `run_started` event states it."""
     retry_initial_delay: float = 1.0
-    """> 0 s: the backoff before attempt n+1 is `min(RETRY_INITIAL_DELAY * 2^(n-1) + U(0, 0.5),
-    RETRY_MAX_DELAY)`, raised to at least the provider's Retry-After."""
+    """Seconds, > 0: the backoff before attempt n+1 is
+    `min(RETRY_INITIAL_DELAY * 2^(n-1) + U(0, 0.5), RETRY_MAX_DELAY)`, raised to at least the
+    provider's Retry-After."""
     retry_max_delay: float = 60.0
-    """>= RETRY_INITIAL_DELAY, in s: the cap on one backoff delay and on a 429's endpoint pause."""
+    """Seconds, >= RETRY_INITIAL_DELAY: the cap on one backoff delay and on a 429's endpoint
+    pause."""
     retry_max_attempts: int = 3
-    """>= 1: attempts of one LLM call in total, the first one included."""
+    """At least 1: attempts of one LLM call in total, the first one included."""
     batching_enabled: bool = False
-    """Judge panel: one structured call per judge agent for all its dimensions, instead of one
-    call per dimension."""
+    """Judge panel: one structured call per judge agent for all its dimensions, instead of one call
+    per dimension."""
     llm_call_timeout: float = 120.0
-    """> 0 s, per attempt: an attempt still out after it is abandoned (its slot released) and
+    """Seconds, > 0, per attempt: an attempt still out after it is abandoned (its slot released) and
     retried; for a stream, each wait for the next chunk."""
     max_concurrent_tasks: int = 32
-    """>= 1: task repetitions alive at once; the next task is taken from the queue only when
+    """At least 1: task repetitions alive at once; the next task is taken from the queue only when
     one ends."""
     task_timeout: float | None = None
-    """> 0 s: the timeout of a repetition's attempt for tasks whose protocol sets none; unset =
-    no timeout."""
+    """Seconds, > 0: the timeout of a repetition's attempt for tasks whose protocol sets none;
+    unset = no timeout."""
     llm_requests_per_minute: int | None = None
-    """>= 1: no 60 s window, the first one included, sends more requests (sliding windows over
+    """At least 1: no 60 s window, the first one included, sends more requests (sliding windows over
     send times, FIFO); unset = no limit."""
     llm_tokens_per_minute: int | None = None
-    """>= 1: no 60 s window sends more tokens (prompt + max_tokens charged when sent, corrected
-    to the usage reported); unset = no limit."""
+    """At least 1: no 60 s window sends more tokens (prompt + max_tokens charged when sent,
+    corrected to the usage reported); unset = no limit."""
     llm_base_url: str | None = None
     """An http(s) URL ending in `/v1`, with no credentials in it (`https://api.openai.com/v1`);
     unset = the embedded simulated provider."""
@@ -77,14 +79,14 @@ class Settings(BaseSettings):
     """`aiohttp` (the fastest measured, through httpx's API) or `httpx` (the stock httpcore
     pool)."""
     llm_cache_dir: str | None = None
-    """A folder: the model-call cache, which keeps every successful answer and answers an
-    identical call from it; unset = no cache (`--cache DIR`, `--no-cache` on the command line)."""
+    """A folder: the model-call cache, which keeps every successful answer and answers an identical
+    call from it; unset = no cache (`--cache DIR`, `--no-cache` on the command line)."""
     max_parallel_tools: int = 5
-    """>= 1: tool calls run at once within one agent turn."""
+    """At least 1: tool calls run at once within one agent turn."""
     run_gc_threshold: int = 10_000
-    """>= 0: CPython's young-generation collector threshold while runs go (the default 700
-    walks the run's live repetitions every few of them); the thresholds found are put back when
-    the last run ends; 0 = leave the collector alone."""
+    """At least 0: CPython's young-generation collector threshold while runs go (the default 700
+    walks the run's live repetitions every few of them); the thresholds found are put back when the
+    last run ends; 0 = leave the collector alone."""
     log_level: LogLevel = "INFO"
     """The lowest level of asynceval's events written to LOG_FILE or stderr."""
     log_format: LogFormat = "json"
