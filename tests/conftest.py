@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from asynceval import Settings, configure_logging
-from asynceval.runtime import _reset_default
+from asynceval.runtime import set_process_default
 
 SETTING_VARS = [name.upper() for name in Settings.model_fields]
 
@@ -122,6 +122,6 @@ def sim_server() -> Iterator[Callable[..., str]]:
 @pytest.fixture(autouse=True)
 def fresh_default_runtime() -> Iterator[None]:
     """Each test starts with no process-default Runtime, so it sees the environment it set up."""
-    _reset_default()
+    set_process_default()
     yield
-    _reset_default()
+    set_process_default()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import inspect
 import json
 import pkgutil
@@ -170,3 +171,86 @@ def loaded_by(script: str, packages: tuple[str, ...]) -> list[str]:
     )
     loaded: list[str] = json.loads(done.stdout)
     return loaded
+
+
+def _package_of(path: Path) -> list[str]:
+    """The dotted package a source file sits in, as a list (asynceval/llm/model.py: asynceval, llm)."""
+    return ["asynceval", *path.relative_to(SRC).parent.parts]
+
+
+def test_no_module_imports_from_the_package_root() -> None:
+    """The root re-exports from every layer, so importing a name from it (`from .. import
+    __version__`) reaches above any module's own layer. Submodules (`from .. import events`)
+    are imported by their own name and are fine."""
+    offenders = []
+    for path in SRC.rglob("*.py"):
+        if path == SRC / "__init__.py":
+            continue
+        package = _package_of(path)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target != "asynceval":
+                continue
+            for alias in node.names:
+                if importlib.util.find_spec(f"asynceval.{alias.name}") is None:
+                    offenders.append(f"{path.relative_to(SRC)}:{node.lineno} {alias.name}")
+    assert not offenders
+
+
+_SENDS = {"handle_async_request", "handle_request"}
+_CLIENT_CALLS = {"send", "post", "get", "put", "patch", "delete", "request", "stream"}
+
+
+def test_only_the_funnel_sends_http() -> None:
+    """Outside `asynceval.funnel`, no code hands a request to a transport or calls an HTTP
+    client's request methods: every provider request takes the funnel's one send path. (The
+    simulated provider is a server, and stands apart.)"""
+    offenders = []
+    for path in SRC.rglob("*.py"):
+        relative = path.relative_to(SRC)
+        if relative.parts[0] in ("funnel", "sim"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            receiver = ast.unparse(node.func.value).lower()
+            if node.func.attr in _SENDS or (
+                node.func.attr in _CLIENT_CALLS and ("client" in receiver or "httpx" in receiver)
+            ):
+                offenders.append(f"{relative}:{node.lineno} {ast.unparse(node.func)}")
+    assert not offenders
+
+
+def test_the_send_checker_finds_a_send() -> None:
+    """The check above is not vacuous: the funnel's own send path is what it would flag."""
+    sends = [
+        node
+        for path in (SRC / "funnel").glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in _SENDS
+    ]
+    assert sends
+
+
+def test_the_layer_contracts_hold() -> None:
+    """The walls of DESIGN section 1 (pyproject's import-linter contracts: layers, private
+    modules, the simulator standing apart), checked by the suite as well as by CI."""
+    lint = Path(sys.executable).with_name("lint-imports")
+    done = subprocess.run(
+        [str(lint), "--no-cache"],
+        cwd=SRC.parents[1],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Contracts: 3 kept, 0 broken." in done.stdout

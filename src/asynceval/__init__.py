@@ -5,8 +5,13 @@ The root holds what a benchmark is written with; the rest lives in public submod
 (queues, reports, results files), `asynceval.limits` (limiter, rate buckets, retry policy),
 `asynceval.llm` (models, completions, usage), `asynceval.runtime`, `asynceval.agents`,
 `asynceval.tools`, `asynceval.evaluation`, `asynceval.interop` (every framework's calls through
-the funnel) and `asynceval.sim`. Names that used to be at the root
-still work for one release, with a DeprecationWarning naming their new home.
+the funnel), `asynceval.analysis`, `asynceval.distributed` and `asynceval.sim`. Names that used to
+be at the root still work for one release, with a DeprecationWarning naming their new home.
+
+The package is layered (DESIGN section 1; `lint-imports` checks it): config, errors and a private
+kernel; events; limits; runtime; the funnel (internal: every call's journey); llm and interop;
+engine; agents, tools, evaluation; analysis, distributed, cli. A module imports only layers
+below its own; this root re-exports from them and none of them imports it.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import importlib
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from ._moved import moved_names
 from ._version import __version__
 from .agents import SyncAgent
 from .config import Settings
@@ -93,7 +99,7 @@ _MOVED = {
             "TaskTimeoutError",
             "UserError",
         ),
-        "errors",
+        "asynceval.errors",
     ),
     **dict.fromkeys(
         (
@@ -104,15 +110,17 @@ _MOVED = {
             "TaskQueue",
             "iter_tasks",
         ),
-        "engine",
+        "asynceval.engine",
     ),
     **dict.fromkeys(
-        ("ConcurrencyController", "ControllerStatistics", "RateLimiter", "RetryPolicy"), "limits"
+        ("ConcurrencyController", "ControllerStatistics", "RateLimiter", "RetryPolicy"),
+        "asynceval.limits",
     ),
-    **dict.fromkeys(("ToolCall", "Usage", "UsageCounter", "track_usage"), "llm"),
-    **dict.fromkeys(("Dimension", "JudicialOpinion", "PanelResult"), "evaluation"),
-    **dict.fromkeys(("bind_context", "register_secret"), "events"),
+    **dict.fromkeys(("ToolCall", "Usage", "UsageCounter", "track_usage"), "asynceval.llm"),
+    **dict.fromkeys(("Dimension", "JudicialOpinion", "PanelResult"), "asynceval.evaluation"),
+    **dict.fromkeys(("bind_context", "register_secret"), "asynceval.events"),
 }
+_moved = moved_names("asynceval", _MOVED, globals(), depth=1)
 
 
 def _default_controller(settings: Settings | None = None) -> Any:
@@ -139,18 +147,7 @@ def __getattr__(name: str) -> Any:
         )
         globals()[name] = _default_controller
         return _default_controller
-    home = _MOVED.get(name)
-    if home is None:
-        raise AttributeError(f"module 'asynceval' has no attribute {name!r}")
-    warnings.warn(
-        f"asynceval.{name} is deprecated and will be removed in the next release; "
-        f"import it from asynceval.{home}",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    value = getattr(importlib.import_module(f"asynceval.{home}"), name)
-    globals()[name] = value  # one warning per name: `from asynceval import X` looks twice
-    return value
+    return _moved(name)
 
 
 def __dir__() -> list[str]:

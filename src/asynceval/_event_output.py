@@ -33,6 +33,7 @@ _log_out: EventLog | None = None
 _owned = False  # whether _log_out's file was opened here (closed when replaced)
 # What bind_context bound in this context: one variable holding a (never mutated) dict, so that
 # an event reads it in one lookup.
+_settings_source: Callable[[], Settings] | None = None  # see settings_from
 _bound: ContextVar[dict[str, Any]] = ContextVar("asynceval_bound", default={})  # noqa: B039
 
 
@@ -46,13 +47,23 @@ def configure_logging(settings: Settings | None = None, *, stream: TextIO | None
     global configuration nor the standard `logging` tree is touched.
     """
     if settings is None:
-        from .runtime import Runtime  # the runtime reads the settings once for the process
-
-        settings = Runtime.current().settings
+        settings = _settings_in_force()
     if stream is None and settings.log_file:
         configure_onto(settings, AppendOnlyFile(settings.log_file), owned=True)
     else:
         configure_onto(settings, stream if stream is not None else sys.stderr, owned=False)
+
+
+def settings_from(source: Callable[[], Settings]) -> None:
+    """Where `configure_logging()` finds the settings in force when it is given none: the
+    runtime module installs `Runtime.current().settings` when it is imported (event output sits
+    below the runtime and never imports it). Until then, `Settings()` from the environment."""
+    global _settings_source
+    _settings_source = source
+
+
+def _settings_in_force() -> Settings:
+    return _settings_source() if _settings_source is not None else Settings()
 
 
 def configure_onto(settings: Settings, output: TextIO | AppendOnlyFile, *, owned: bool) -> None:

@@ -1,4 +1,5 @@
-"""Exceptions raised by asynceval, all under one root.
+"""Exceptions raised by asynceval, all under one root (layer 1 of DESIGN section 1: it imports
+nothing of asynceval, and every layer may import it).
 
 ```
 AsyncEvalError
@@ -20,7 +21,8 @@ AsyncEvalError
 │   ├── MalformedResponse                   a 2xx whose body is not a usable completion
 │   └── AttemptTimeout                      the attempt ran past LLM_CALL_TIMEOUT
 ├── LLMCallFailed                           a call failed for good (retries exhausted, or not retryable)
-└── RunFinished                             a worker thread called into a run that has ended
+├── RunFinished                             a worker thread called into a run that has ended
+└── BackendLost                             the backend running a run's repetitions went away
 ```
 
 A `ProviderError` describes one attempt and is what the retry policy looks at; callers of

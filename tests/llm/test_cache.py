@@ -296,7 +296,7 @@ async def test_sync_callers_filling_anyios_thread_pool_still_get_answers(
 
 
 @pytest.mark.parametrize(
-    ("method", "path", "headers", "body", "cacheable"),
+    ("method", "path", "headers", "body", "cacheable_expected"),
     [
         ("POST", "/v1/chat/completions", {}, b'{"model": "m"}', True),
         ("POST", "/v1/messages", {}, b'{"model": "m"}', True),
@@ -307,16 +307,16 @@ async def test_sync_callers_filling_anyios_thread_pool_still_get_answers(
     ],
 )
 def test_only_inference_requests_are_cached(
-    method: str, path: str, headers: dict[str, str], body: bytes, cacheable: bool
+    method: str, path: str, headers: dict[str, str], body: bytes, cacheable_expected: bool
 ) -> None:
-    from asynceval.interop._transport import _cacheable
+    from asynceval.funnel._exchange import cacheable
 
     request = httpx.Request(method, "http://h" + path, headers=headers, content=body or None)
-    assert _cacheable(request) is cacheable
+    assert cacheable(request) is cacheable_expected
 
 
 def test_credentials_in_the_query_string_are_not_part_of_the_key(tmp_path: Path) -> None:
-    from asynceval.llm._cached import CacheUse
+    from asynceval.funnel._cache import CacheUse
 
     cache = CallCache(tmp_path)
 
@@ -330,7 +330,7 @@ def test_credentials_in_the_query_string_are_not_part_of_the_key(tmp_path: Path)
 async def test_credentials_in_the_query_string_are_never_stored_nor_shown(
     tmp_path: Path, event_log: EventLog
 ) -> None:
-    from asynceval.llm._cached import CacheUse
+    from asynceval.funnel._cache import CacheUse
 
     use = CacheUse(CallCache(tmp_path), "POST", f"http://h/v1/x?key={SECRET}", b"{}")
     await use.store(CachedAnswer(200, "application/json", b"{}"))

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from asynceval import LLMCallFailed, OpenAIChatModel, Runtime, Settings
-from asynceval.runtime import create_client, transport_of
+from asynceval.funnel._clients import create_client, transport_of
 
 ANSWER = {
     "id": "x",

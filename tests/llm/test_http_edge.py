@@ -16,7 +16,7 @@ import pytest
 from asynceval import LLMCallFailed, OpenAIChatModel, Settings, configure_logging, events
 from asynceval.errors import ConfigError, ProviderConnectionError
 from asynceval.limits import ConcurrencyController, RateLimiter
-from asynceval.llm._http import parse_retry_after
+from asynceval.funnel import parse_retry_after
 from asynceval.sim import SimConfig
 
 from ..conftest import EventLog

@@ -338,7 +338,7 @@ async def test_a_client_turning_the_deadline_into_its_own_timeout_error_is_a_tim
     """A client that answers our deadline's cancellation with a TimeoutError of its own: the
     attempt still timed out (its `timeout` event, a retryable failure), as with fail_after."""
     from asynceval.limits import RetryPolicy
-    from asynceval.llm.gateway import Gateway
+    from asynceval.funnel import Gateway
 
     async def attempt(lease: Any) -> str:
         try:

@@ -29,9 +29,9 @@ def test_the_process_default_is_one_object_for_every_thread() -> None:
     """Threads racing for the first `Runtime.current()` all get the same runtime."""
     import threading
 
-    from asynceval.runtime import _reset_default
+    from asynceval.runtime import set_process_default
 
-    _reset_default()
+    set_process_default()
     seen: list[Runtime] = []
     start = threading.Barrier(8)
 

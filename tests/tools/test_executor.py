@@ -18,7 +18,7 @@ import pytest
 
 from asynceval import Benchmark, Settings, Task
 from asynceval.llm import ToolCall
-from asynceval.runtime import _reset_default
+from asynceval.runtime import set_process_default
 from asynceval.tools import Tool, ToolExecutor
 
 from ..conftest import EventLog
@@ -452,7 +452,7 @@ def test_max_parallel_comes_from_settings_or_the_environment(
         ToolExecutor([], max_parallel=2, settings=Settings(max_parallel_tools=3)).max_parallel == 2
     )
     monkeypatch.setenv("MAX_PARALLEL_TOOLS", "4")
-    _reset_default()  # the environment is read once per process default Runtime
+    set_process_default()  # the environment is read once per process default Runtime
     assert ToolExecutor([]).max_parallel == 4
 
 

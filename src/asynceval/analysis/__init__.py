@@ -1,4 +1,7 @@
-"""Reading a run back: summaries of results files and checks of event logs."""
+"""Reading a run back (layer 9 of DESIGN section 1, an edge): summaries of results files
+(`summarize`), checks of event logs (`check_events`), `asynceval compare` and `asynceval view`
+underneath. Imports the engine's results reading and the layers below; only the command line
+imports it."""
 
 from .logcheck import LogCheck, check_events
 from .summary import Summary, summarize, wilson_interval

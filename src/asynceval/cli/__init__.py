@@ -1,4 +1,5 @@
-"""The `asynceval` command line.
+"""The `asynceval` command line (layer 9 of DESIGN section 1, the top: it may import every
+layer, and nothing but `asynceval.__main__` imports it).
 
     asynceval run TARGET [--tasks FILE] [--out DIR | --resume DIR] [...]
     asynceval report RESULTS.jsonl [--json] [--fail-under RATE]

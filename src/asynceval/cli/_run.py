@@ -28,7 +28,7 @@ from ..engine import Benchmark, Task, load_tasks
 from ..engine.backend import Backend
 from ..engine.datasets import parse_field_options
 from ..errors import BackendLost, ConfigError, TaskSpecError
-from ..runtime import Runtime, _reset_default
+from ..runtime import Runtime, set_process_default
 from ._errors import CLIError, describe
 from ._files import (
     config_error,
@@ -253,7 +253,7 @@ def _cache_dir(text: str) -> str:
 def _install_runtime(settings: Settings) -> Runtime:
     """A Runtime over `settings`, made the process default (for what the target builds)."""
     runtime = Runtime(settings)
-    _reset_default(runtime)
+    set_process_default(runtime)
     return runtime
 
 

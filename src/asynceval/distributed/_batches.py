@@ -27,7 +27,7 @@ from .. import events
 from ..engine.report import build_report, error_entry
 from ..engine.status import TaskExecutionStatus
 from ..errors import BackendLost
-from ..llm.usage import UsageCounter
+from ..funnel import UsageCounter
 from ._worker import cancel_batches, run_batch
 
 if TYPE_CHECKING:

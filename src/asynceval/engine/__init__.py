@@ -1,4 +1,7 @@
-"""The evaluation engine: tasks, the Benchmark lifecycle, the scheduler, queues and reports."""
+"""The evaluation engine (layer 7 of DESIGN section 1): tasks, the Benchmark lifecycle, the
+scheduler, queues, reports and results files. Imports the models, the funnel (usage counting,
+stream leases), the runtime and the layers below; agents, tools, evaluation and the edges
+import it."""
 
 from .adaptive import AdaptiveQueue
 from .benchmark import Benchmark, Evaluator

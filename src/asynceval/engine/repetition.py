@@ -25,9 +25,8 @@ from anyio.from_thread import BlockingPortal
 from .. import events
 from ..config import Settings
 from ..errors import TaskTimeoutError
+from ..funnel import UsageCounter, reclaiming_leases, track_usage
 from ..limits import RetryPolicy
-from ..llm import reclaiming_leases
-from ..llm.usage import UsageCounter, track_usage
 from ..runtime import Bridge, bridge_scope
 from .context import TaskContext, task_context
 from .report import build_report, error_entry, eval_score, is_infrastructure_failure

@@ -26,8 +26,8 @@ import anyio
 
 from .._jsonfast import encoder
 from .._redact import may_hold_secret, scrub_value
-from .._writer import AppendOnlyFile
-from ..runtime import Writer, process_writer
+from .._writer import AppendOnlyFile, Writer
+from .._writer import writer as process_writer
 
 
 def _json_default(value: Any) -> Any:

@@ -1,12 +1,16 @@
-"""Evaluation with LLM judges: a panel of judge agents scoring an answer on several dimensions.
+"""Evaluation with LLM judges (layer 8 of DESIGN section 1): a panel of judge agents scoring an
+answer on several dimensions.
 
 `JudgePanel(model, agents, dimensions)` gives one `JudicialOpinion` per (agent, dimension), through
 individual structured calls or, with batching, one structured call per agent; `panel.evaluator()`
-plugs it into a Benchmark.
+plugs it into a Benchmark. `judicial_opinion_format()` and `judicial_opinions_format()` are the
+response formats it asks for. Imports the engine, the models and the layers below; the edges
+import it.
 """
 
+from .._moved import moved_names
 from .opinions import Dimension, JudicialOpinion, PanelResult
-from .panel import JudgePanel, refuses_structured_output
+from .panel import JudgePanel
 from .parsing import OpinionParseError
 from .schemas import judicial_opinion_format, judicial_opinions_format
 
@@ -18,5 +22,8 @@ __all__ = [
     "PanelResult",
     "judicial_opinion_format",
     "judicial_opinions_format",
-    "refuses_structured_output",
 ]
+
+_MOVED = {"refuses_structured_output": "asynceval.evaluation.panel"}
+"""Plumbing that left this package's surface (one release, with a warning)."""
+__getattr__ = moved_names(__name__, _MOVED, globals())

@@ -1,4 +1,6 @@
-"""Every framework's LLM calls through the funnel: httpx transports and clients on them.
+"""Every framework's LLM calls through the funnel: httpx transports and clients on them (layer 6
+of DESIGN section 1, beside `asynceval.llm`: it imports the funnel and the layers below; the
+engine and the layers above may import it).
 
 The OpenAI SDK, and everything built on it (openai-agents, pydantic-ai, langchain-openai,
 smolagents' OpenAIServerModel), accepts an httpx client. Hand it `asynceval.http_client()` (or

@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from ..llm.model import SIM_BASE_URL
+from ..funnel import SIM_BASE_URL
 from ..runtime import Runtime
 from ._transport import FunnelTransport, SyncFunnelTransport
 

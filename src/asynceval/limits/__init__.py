@@ -1,21 +1,23 @@
-"""Pure async primitives that bound LLM calls: concurrency slots, rate buckets, retry policy.
+"""Pure async primitives that bound LLM calls (layer 3 of DESIGN section 1): concurrency slots
+(`ConcurrencyController`, FIFO, with per-endpoint pauses and adaptive limits), rate windows
+(`RateLimiter`, RPM/TPM) and the retry policy (`RetryPolicy`, tenacity's strategies).
 
 Each is thread-safe and serves every event loop of a process; the process's `Runtime` owns the
-ones its models share.
+ones its models share. Imports config, errors, the kernel and events, no HTTP; the runtime, the
+funnel and the layers above import it. Also importable from here for asynceval's own layers, not
+a public API: `SharedLimit` (a cluster's shared slots) and `is_retryable`.
 """
 
+from .._moved import moved_names
 from ._slot import Slot
-from .controller import ConcurrencyController, ControllerStatistics, SharedLimit
-from .rate import RateLimiter, Reservation
-from .retry import RetryPolicy, is_retryable
+from .controller import ConcurrencyController, ControllerStatistics
+from .controller import SharedLimit as SharedLimit
+from .rate import RateLimiter
+from .retry import RetryPolicy
+from .retry import is_retryable as is_retryable
 
-__all__ = [
-    "ConcurrencyController",
-    "ControllerStatistics",
-    "RateLimiter",
-    "Reservation",
-    "RetryPolicy",
-    "SharedLimit",
-    "Slot",
-    "is_retryable",
-]
+__all__ = ["ConcurrencyController", "ControllerStatistics", "RateLimiter", "RetryPolicy", "Slot"]
+
+_MOVED = {"Reservation": "asynceval.limits.rate"}
+"""Plumbing that left this package's surface (one release, with a warning)."""
+__getattr__ = moved_names(__name__, _MOVED, globals())

@@ -1,18 +1,22 @@
-"""LLM providers on httpx, the gateway that bounds every call, and the sync bridge."""
+"""The chat models (layer 6 of DESIGN section 1): codecs for provider APIs on the funnel.
 
-from ._held import reclaiming_leases
+A model builds a request body from OpenAI-style messages and reads a `Completion` from the
+answer; `asynceval.funnel` sends it (slot, rate windows, deadline, retries, cache, usage).
+`track_usage` counts the calls made in a block. Imported by the engine, agents, tools,
+evaluation and the edges; imports the funnel, the runtime and the layers below.
+"""
+
+from .._moved import moved_names
+from ..funnel import Usage, UsageCounter, current_usage, track_usage
 from .anthropic import AnthropicChatModel
-from .gateway import Gateway
 from .model import ChatModel, response_format_for
 from .openai import OpenAIChatModel
-from .types import Completion, Message, Messages, ToolCall, Usage
-from .usage import UsageCounter, current_usage, track_usage
+from .types import Completion, Message, Messages, ToolCall
 
 __all__ = [
     "AnthropicChatModel",
     "ChatModel",
     "Completion",
-    "Gateway",
     "Message",
     "Messages",
     "OpenAIChatModel",
@@ -20,7 +24,10 @@ __all__ = [
     "Usage",
     "UsageCounter",
     "current_usage",
-    "reclaiming_leases",
     "response_format_for",
     "track_usage",
 ]
+
+_MOVED = {"Gateway": "asynceval.funnel", "reclaiming_leases": "asynceval.funnel"}
+"""Plumbing that left this package's surface (one release, with a warning)."""
+__getattr__ = moved_names(__name__, _MOVED, globals())

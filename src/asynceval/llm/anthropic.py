@@ -12,8 +12,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from ..funnel import Usage
 from .model import ChatModel
-from .types import Completion, ToolCall, Usage
+from .types import Completion, ToolCall
 
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 1024

@@ -1,20 +1,21 @@
-"""ChatModel: a stateless codec for one provider API; the runtime sends what it encodes.
+"""ChatModel: a stateless codec for one provider API; the funnel sends what it encodes.
 
 A provider subclass only says how to build a request body and how to read a completion from the
-response. A model holds immutable fields (model name, base URL, key, options); everything mutable
-(the limiter, rate buckets, connection pools per event loop, the embedded simulated provider)
-belongs to the `Runtime`, the model's own or `Runtime.current()` at the moment of each call. So
-one model object serves any number of runs, threads and event loops, in turn or at once, and
-still works after `aclose()`. With no base URL anywhere, it talks to the embedded simulator.
+answer. `generate` encodes the messages, hands the bytes to its route into the funnel
+(`asynceval.funnel.Route.post`: cache, slot, rate windows, deadline, retries, usage, the send)
+and reads the reply inside the attempt, so an answer it cannot read is retried. A model holds
+immutable fields (model name, base URL, key, options); everything mutable (the limiter, rate
+buckets, connection pools per event loop, the embedded simulated provider) belongs to the
+`Runtime`, the model's own or `Runtime.current()` at the moment of each call. So one model object
+serves any number of runs, threads and event loops, in turn or at once, and still works after
+`aclose()`. With no base URL anywhere, it talks to the embedded simulator, in process.
 """
 
 from __future__ import annotations
 
-import json
-import urllib.parse
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
@@ -24,27 +25,19 @@ from .. import events
 from .._jsonfast import encoder
 from .._version import __version__
 from ..config import HttpTransport, Settings
-from ..errors import ConfigError, ProviderError
-from ..limits import ConcurrencyController, RateLimiter, RetryPolicy
-from ..runtime import (
-    CachedAnswer,
-    EndpointKey,
-    Runtime,
-    create_client,
-    from_thread,
-    transport_of,
-)
-from ._cached import CacheUse
-from ._http import (
+from ..errors import ConfigError
+from ..funnel import (
+    SIM_BASE_URL,
+    UNSET,
+    Overrides,
     Reply,
+    Route,
+    Usage,
     check_response,
-    estimated_tokens,
     parse_or_malformed,
-    post_to_transport,
-    post_with_client,
 )
-from ._lease import Lease
-from .gateway import UNSET, Gateway
+from ..limits import ConcurrencyController, RateLimiter
+from ..runtime import Runtime, from_thread
 from .types import Completion, Messages, as_messages
 
 if TYPE_CHECKING:
@@ -52,10 +45,8 @@ if TYPE_CHECKING:
 
     from ..sim import SimConfig, SimProvider
 
-SIM_BASE_URL = "http://asynceval-sim/v1"
 SIM_MODEL = "asynceval-sim"
 _encode = encoder()  # json.dumps without its per-call set-up
-_SIM_PATH = urllib.parse.urlsplit(SIM_BASE_URL).path  # where the simulator's routes are
 ResponseFormat = Mapping[str, Any] | type[BaseModel]
 
 
@@ -134,16 +125,15 @@ class ChatModel(ABC):
             raise ConfigError(f"no model name for {base_url}: pass model= or set LLM_MODEL")
         self.model = model
         self.base_url = _checked_base_url(base_url)
-        self._controller = controller
-        self._rate_limiter = rate_limiter
+        self._own = Overrides.of(
+            controller=controller, rate_limiter=rate_limiter, settings=settings
+        )
         self._transport = (
             transport
             if transport is not None
             else (settings.llm_http_transport if settings is not None else None)
         )
-        self._policy = RetryPolicy.from_settings(settings) if settings is not None else None
-        self._call_timeout = settings.llm_call_timeout if settings is not None else None
-        self._last_gateway: tuple[weakref.ref[Runtime], Gateway] | None = None
+        self._last_route: tuple[weakref.ref[Runtime], Route] | None = None
         headers = self._headers(self._api_key.get_secret_value() if self._api_key else None)
         self._headers_sent = {
             "content-type": "application/json",
@@ -151,10 +141,6 @@ class ChatModel(ABC):
             "user-agent": f"asynceval/{__version__}",
             **headers,
         }
-        self._header_key = tuple(self._headers_sent.items())
-        # Absolute once, so httpx need not merge a relative path into base_url on every call.
-        self._url = f"{self.base_url}/{self.path}"
-        self._sim_path = f"{_SIM_PATH}/{self.path}"
 
     @property
     def settings(self) -> Settings:
@@ -188,40 +174,23 @@ class ChatModel(ABC):
     def _parse(self, body: dict[str, Any], response_format: Mapping[str, Any] | None) -> Completion:
         """A Completion from a successful response body (KeyError etc. mean a malformed body)."""
 
-    def _key(self, runtime: Runtime) -> EndpointKey:
-        """Which of `runtime`'s pools this model's calls go through (not the embedded
-        simulator's: those need no pool)."""
-        chosen = self._transport or runtime.settings.llm_http_transport
-        transport = chosen if isinstance(chosen, str) else f"object:{id(chosen)}"
-        return EndpointKey(self.base_url, transport, self._header_key)
-
-    def _open(self, runtime: Runtime) -> httpx.AsyncClient:
-        """A new client for this model's endpoint (the runtime keeps it per event loop)."""
-        transport = self._transport or runtime.settings.llm_http_transport
-        return create_client(
-            base_url=self.base_url + "/",
-            limit=(self._controller or runtime.limiter).limit,
-            transport=transport,
-            headers=self._headers_sent,
-        )
-
-    def _gateway(self, runtime: Runtime) -> Gateway:
-        """This model's gateway on `runtime`: built once per runtime (a runtime's limiter,
+    def _route(self, runtime: Runtime) -> Route:
+        """This model's way into `runtime`'s funnel: built once per runtime (a runtime's limiter,
         windows, policy and settings are fixed for its life), not once per call."""
-        cached = self._last_gateway
+        cached = self._last_route
         if cached is not None and cached[0]() is runtime:
             return cached[1]
-        gateway = Gateway.for_runtime(
+        route = Route(
             runtime,
-            endpoint=self.base_url,
-            controller=self._controller,
-            rate_limiter=self._rate_limiter,
-            retry_policy=self._policy,
-            call_timeout=self._call_timeout,
+            f"{self.base_url}/{self.path}",
+            own=self._own,
+            transport=self._transport,
+            headers=self._headers_sent,
+            sim=self._own_sim,
         )
         # Weakly: a runtime the application dropped still closes its pools when collected.
-        self._last_gateway = (weakref.ref(runtime), gateway)  # one assignment: thread-safe
-        return gateway
+        self._last_route = (weakref.ref(runtime), route)  # one assignment: thread-safe
+        return route
 
     async def generate(
         self,
@@ -248,113 +217,17 @@ class ChatModel(ABC):
         if isinstance(response_format, type):
             response_format = response_format_for(response_format)
         body = self._body(as_messages(messages), response_format, params)
-        content = _encode(body).encode()
-        runtime = self.runtime or Runtime.current()
-        if runtime.cache is None:
-            return await self._funnel(runtime, content, body, response_format, agent, dimension)
-        # Keyed by the body with its keys sorted: the order keyword arguments came in is no news.
-        canonical = json.dumps(body, sort_keys=True).encode()
-        url = self._url
-        if self.base_url == SIM_BASE_URL:
-            # One URL for every embedded simulator: its answers follow its seed and its token
-            # counts its tokens_per_char, so models on other configurations keep their own.
-            config = (self._own_sim or runtime.sim).config
-            url += f"?sim_seed={config.seed}&sim_tokens_per_char={config.tokens_per_char!r}"
-        use = CacheUse(runtime.cache, "POST", url, canonical, self._headers_sent.items())
-        cached = await self._cached(use, response_format)
-        if cached is not None:
-            use.hit(cached.usage, agent=agent, dimension=dimension)
-            return cached
-        answered: list[Reply] = []  # the reply decoded, to be kept
-        completion = await self._funnel(
-            runtime, content, body, response_format, agent, dimension, answered
-        )
-        reply = answered[-1]
-        content_type = reply.headers.get("content-type", "application/json")
-        await use.store(CachedAnswer(reply.status_code, content_type, reply.content))
-        return completion
+        fmt = response_format
 
-    def _funnel(
-        self,
-        runtime: Runtime,
-        content: bytes,
-        body: Mapping[str, Any],
-        response_format: Mapping[str, Any] | None,
-        agent: str | None,
-        dimension: str | None,
-        answered: list[Reply] | None = None,
-    ) -> Awaitable[Completion]:
-        """The request through the gateway (what to await for it: the gateway's own call on the
-        embedded simulator, no frame of ours between); the reply that decoded is appended to
-        `answered`."""
-        estimated = estimated_tokens(content, body)
-        gateway = self._gateway(runtime)
-
-        def decoded(reply: Reply) -> Completion:
-            completion = self._decode(reply, response_format)
-            if answered is not None:
-                answered.append(reply)
+        def decode(reply: Reply) -> Completion:
+            completion: Completion = parse_or_malformed(
+                check_response(reply), lambda data: self._parse(data, fmt)
+            )
             return completion
 
-        if self.base_url == SIM_BASE_URL:
-            # The embedded simulator is served in process, without HTTP emulation: same codec,
-            # same funnel, same simulated provider (its counters see every request).
-            sim = self._own_sim or runtime.sim
-            path = self._sim_path
-
-            async def simulated(lease: Lease) -> Completion:
-                return decoded(await sim.respond(path, content))
-
-            return gateway.call(
-                simulated, agent=agent, dimension=dimension, estimated_tokens=estimated
-            )
-        return self._pooled(runtime, gateway, content, decoded, agent, dimension, estimated)
-
-    async def _pooled(
-        self,
-        runtime: Runtime,
-        gateway: Gateway,
-        content: bytes,
-        decoded: Callable[[Reply], Completion],
-        agent: str | None,
-        dimension: str | None,
-        estimated: int,
-    ) -> Completion:
-        """The request over HTTP, on the runtime's pool for this model's endpoint."""
-        pool = await runtime.pools.enter(self._key(runtime), lambda: self._open(runtime))
-        try:
-            client = pool.client
-            transport = transport_of(client)
-            headers = self._headers_sent
-
-            async def attempt(lease: Lease) -> Completion:
-                if transport is None:
-                    return decoded(await post_with_client(client, self._url, content))
-                return decoded(await post_to_transport(transport, self._url, headers, content))
-
-            return await gateway.call(
-                attempt, agent=agent, dimension=dimension, estimated_tokens=estimated
-            )
-        finally:
-            pool.leave()
-
-    async def _cached(
-        self, use: CacheUse, response_format: Mapping[str, Any] | None
-    ) -> Completion | None:
-        """The completion of a stored answer; None on a miss, or for an entry this model cannot
-        decode (then the call is made, and its answer replaces the entry)."""
-        answer = await use.lookup()
-        if answer is None:
-            return None
-        try:
-            return self._decode(answer, response_format)
-        except ProviderError:
-            return None
-
-    def _decode(self, response: Reply, response_format: Mapping[str, Any] | None) -> Completion:
-        data = check_response(response)
-        completion: Completion = parse_or_malformed(data, lambda b: self._parse(b, response_format))
-        return completion
+        route = self._route(self.runtime or Runtime.current())
+        content = _encode(body).encode()
+        return await route.post(content, body, decode, _usage_of, agent=agent, dimension=dimension)
 
     def generate_sync(self, messages: Messages, **kwargs: Any) -> Completion:
         """`generate` for sync code in a worker thread: the engine's (sync hooks, `SyncAgent`),
@@ -373,7 +246,7 @@ class ChatModel(ABC):
         if self.base_url == SIM_BASE_URL:
             return  # served in process: no connections
         runtime = self.runtime or Runtime.current()
-        await runtime.pools.aclose(self._key(runtime))
+        await runtime.pools.aclose(self._route(runtime).key)
 
     async def __aenter__(self) -> Self:
         return self
@@ -388,3 +261,7 @@ class ChatModel(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+
+
+def _usage_of(completion: Completion) -> Usage:
+    return completion.usage

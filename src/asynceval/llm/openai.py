@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..funnel import Usage
 from .model import ChatModel
-from .types import Completion, ToolCall, Usage
+from .types import Completion, ToolCall
 
 
 class OpenAIChatModel(ChatModel):

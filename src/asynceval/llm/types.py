@@ -1,4 +1,4 @@
-"""Message and completion types shared by every provider.
+"""Message and completion types shared by every provider (`Usage` is the funnel's, which counts it).
 
 Messages are plain OpenAI-style dicts (`{"role": "user", "content": "..."}`), so anything that
 already speaks chat completions can pass its messages through unchanged; a bare string is taken as
@@ -11,6 +11,8 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..funnel import Usage
 
 Message = Mapping[str, Any]
 Messages = str | Sequence[Message]
@@ -26,27 +28,6 @@ def as_messages(messages: Messages) -> list[dict[str, Any]]:
             raise TypeError(f"message {index} must be a mapping with a 'role', got {message!r}")
         out.append(dict(message))
     return out
-
-
-@dataclass(frozen=True)
-class Usage:
-    """Tokens the provider reports for one completion (0 when it reports none)."""
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-    @classmethod
-    def from_body(cls, usage: Any, prompt_key: str, completion_key: str) -> Usage:
-        """Usage from a provider's `usage` object; missing or null counts are 0."""
-        usage = usage if isinstance(usage, Mapping) else {}
-        return cls(
-            prompt_tokens=int(usage.get(prompt_key) or 0),
-            completion_tokens=int(usage.get(completion_key) or 0),
-        )
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
 
 
 @dataclass(frozen=True)

@@ -1,27 +1,36 @@
-"""The process's shared funnel state (`Runtime`), its per-loop pools and the sync bridge."""
+"""The process's shared funnel state (layer 4 of DESIGN section 1): `Runtime`.
 
-from .._writer import Writer
-from .._writer import writer as process_writer
-from ._bridge import Bridge, bridge_scope, current_bridge, from_thread
-from ._gc import RunGcThreshold
-from ._pools import EndpointKey, create_client, spawn, transport_of
+One `Runtime` holds what a process shares for its LLM calls: settings read once, the call limiter,
+the rate windows, the retry policy, the connection pools of each event loop, the model-call
+cache (`CallCache`), the embedded simulated provider, and the sync bridge (`from_thread`: sync
+code calling async code on the right loop). Imports config, errors, the kernel, events and
+limits; the funnel and every layer above import it.
+
+Also importable from here, for asynceval's own layers and not a public API: `Bridge`,
+`bridge_scope`, `current_bridge` (the engine's threads), `EndpointKey`, `CachedAnswer`, `spawn`
+(the funnel), `RunGcThreshold` (runs) and `set_process_default` (the CLI, tests).
+"""
+
+from .._moved import moved_names
+from ._bridge import Bridge as Bridge
+from ._bridge import bridge_scope as bridge_scope
+from ._bridge import current_bridge as current_bridge
+from ._bridge import from_thread
+from ._gc import RunGcThreshold as RunGcThreshold
+from ._pools import EndpointKey as EndpointKey
+from ._pools import spawn as spawn
 from ._runtime import Runtime
-from ._runtime import _reset_default as _reset_default
-from .cache import CachedAnswer, CallCache
+from ._runtime import set_process_default as set_process_default
+from .cache import CachedAnswer as CachedAnswer
+from .cache import CallCache
 
-__all__ = [
-    "Bridge",
-    "CachedAnswer",
-    "CallCache",
-    "EndpointKey",
-    "RunGcThreshold",
-    "Runtime",
-    "Writer",
-    "bridge_scope",
-    "create_client",
-    "current_bridge",
-    "from_thread",
-    "process_writer",
-    "spawn",
-    "transport_of",
-]
+__all__ = ["CallCache", "Runtime", "from_thread"]
+
+_MOVED = {
+    "Writer": "asynceval._writer",
+    "create_client": "asynceval.funnel._clients",
+    "process_writer": "asynceval._writer:writer",
+    "transport_of": "asynceval.funnel._clients",
+}
+"""Plumbing that left this package (one release, with a warning)."""
+__getattr__ = moved_names(__name__, _MOVED, globals())

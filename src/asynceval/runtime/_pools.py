@@ -7,12 +7,8 @@ An HTTP connection belongs to the event loop that opened it, so a runtime keeps 
 - at the end of their event loop (`asyncio.run`, `anyio.run`, pytest), through an async generator
   the loop finalizes on shutdown, so a script that never closes anything leaks nothing either.
 
-The transport is chosen for throughput. Measured on this project's 2-core machine
-(benchmarks/call_path.py), stock httpx with one pool of 50 connections spends most of its time in
-httpcore's pool bookkeeping, which grows with the number of connections (encode/httpcore#1035);
-httpx's API over the `httpx-aiohttp` transport keeps up with a bare loop. So "aiohttp" is the
-default and "httpx" (stock httpcore) stays selectable (LLM_HTTP_TRANSPORT). aiohttp runs on
-asyncio only.
+What a client is (its transport, its connection cap) is the funnel's choice: a pool is given
+the function that builds it.
 """
 
 from __future__ import annotations
@@ -20,76 +16,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import urllib.request
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
-
-from ..config import HttpTransport
 
 if TYPE_CHECKING:
     import httpx
 
 
-def create_client(
-    *,
-    base_url: str,
-    limit: int,
-    transport: HttpTransport | httpx.AsyncBaseTransport = "aiohttp",
-    headers: Mapping[str, str] | None = None,
-) -> httpx.AsyncClient:
-    """An `httpx.AsyncClient` whose pool holds `limit` connections, with no timeout of its own
-    (each attempt runs within LLM_CALL_TIMEOUT, an anyio deadline, instead)."""
-    import httpx  # here, not at `import asynceval`: httpx brings its CLI (rich, click, pygments)
-
-    limits = httpx.Limits(max_connections=limit, max_keepalive_connections=limit)
-    chosen: httpx.AsyncBaseTransport | None
-    if isinstance(transport, httpx.AsyncBaseTransport):
-        chosen = transport
-    elif transport == "aiohttp":
-        # Imported on first use: aiohttp is a tenth of a second of `import asynceval`.
-        from httpx_aiohttp import AiohttpTransport
-
-        chosen = AiohttpTransport(limits=limits)
-    elif transport == "httpx":
-        # What the client would build itself; left to it when the environment names a proxy,
-        # since httpx routes through environment proxies only on transports it builds.
-        chosen = None if urllib.request.getproxies() else httpx.AsyncHTTPTransport(limits=limits)
-    else:
-        raise ValueError(f"LLM_HTTP_TRANSPORT must be 'aiohttp' or 'httpx', got {transport!r}")
-    client = httpx.AsyncClient(
-        base_url=base_url,
-        headers=dict(headers or {}),
-        limits=limits,
-        timeout=None,
-        transport=chosen,
-    )
-    if chosen is not None:  # every request goes to it (httpx mounts no proxy over a given one)
-        _transports[client] = chosen
-    return client
-
-
-_transports: weakref.WeakKeyDictionary[httpx.AsyncClient, httpx.AsyncBaseTransport] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def transport_of(client: httpx.AsyncClient) -> httpx.AsyncBaseTransport | None:
-    """The transport every request of a `create_client` client goes to, for callers that send
-    a ready request themselves (no cookies, auth, redirects or URL merging to do): None when the
-    client routes requests itself (stock httpx with a proxy from the environment) or is not one
-    of ours."""
-    return _transports.get(client)
-
-
 class EndpointKey(NamedTuple):
-    """What makes two models share a pool: the URL, the transport and the headers they send."""
+    """What makes two callers share a pool: the origin they send to, the transport, and how many
+    connections it may hold (their limit: a pool smaller than it would queue calls in slots)."""
 
-    base_url: str
-    transport: str  # "aiohttp", "httpx", or the id of a transport object (the embedded simulator)
-    headers: tuple[tuple[str, str], ...]
+    origin: str
+    transport: str  # "aiohttp", "httpx", "sim:ID" or "object:ID" (a transport object)
+    connections: int
 
 
 class _Entry:

@@ -18,7 +18,7 @@ from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from .. import events
+from .. import _event_output, events
 from .._writer import Writer, writer
 from ..config import Settings
 from ..limits import ConcurrencyController, RateLimiter, RetryPolicy
@@ -123,6 +123,10 @@ class Runtime:
         return f"Runtime(limit={self.limiter.limit}, rate={self.rate is not None})"
 
 
+# Event output (below this layer) takes the settings in force from here when given none.
+_event_output.settings_from(lambda: Runtime.current().settings)
+
+
 def _process_default() -> Runtime:
     global _default
     runtime = _default
@@ -134,8 +138,8 @@ def _process_default() -> Runtime:
     return runtime
 
 
-def _reset_default(runtime: Runtime | None = None) -> None:
-    """Replace the process default (tests; the CLI installs the runtime it built)."""
+def set_process_default(runtime: Runtime | None = None) -> None:
+    """Replace the process default (the CLI installs the runtime it built; tests reset it)."""
     global _default
     with _default_lock:
         _default = runtime

@@ -6,7 +6,9 @@ latency, server-side caps, injected faults and deterministic answers that satisf
 JSON schema. What it cannot honour (log probabilities, server-side state...) is a 400 naming
 the parameter. It speaks what the OpenAI SDK, openai-agents, pydantic-ai, langchain-openai and
 smolagents send by default. In process: `httpx.ASGITransport(app=SimProvider(SimConfig(...)))`;
-on a socket: `serve(SimConfig(...), port=8000)`. It imports no other asynceval module.
+on a socket: `serve(SimConfig(...), port=8000)`. It stands apart from the layers of DESIGN
+section 1: it imports no other asynceval module (a contract `lint-imports` checks), and the
+runtime, the funnel, the models and the command line import it.
 """
 
 from asynceval.sim._app import SimProvider, sim_app

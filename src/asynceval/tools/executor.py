@@ -28,7 +28,6 @@ from ..llm.types import ToolCall
 from ..runtime import Runtime, from_thread
 from .tool import Tool
 
-TOOL_WAVE = events.TOOL_WAVE
 """The DEBUG event written for each wave: tools, concurrent, reason (exclusive, conflict or end),
 and for a conflict the next call's tool and the resources they share."""
 

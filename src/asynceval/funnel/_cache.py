@@ -21,8 +21,7 @@ from collections.abc import Iterable
 from .. import events
 from ..runtime import CachedAnswer, CallCache
 from ._call import call_id, caller
-from .types import Usage
-from .usage import current_usage
+from ._usage import Usage, current_usage
 
 _CREDENTIALS = frozenset({"key", "api_key", "api-key", "apikey", "access_token", "token"})
 

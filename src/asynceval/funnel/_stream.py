@@ -19,16 +19,9 @@ import anyio
 import httpx
 
 from .. import events
-from ..llm._lease import Lease
 from ..runtime import from_thread, spawn
+from ._lease import Lease
 from ._usage import StreamUsage
-
-_DROPPED = frozenset({"content-encoding", "content-length", "transfer-encoding"})
-
-
-def plain_headers(headers: httpx.Headers) -> list[tuple[bytes, bytes]]:
-    """The provider's headers for a body handed on already decoded (no encoding, no length)."""
-    return [(k, v) for k, v in headers.raw if k.decode("latin-1").lower() not in _DROPPED]
 
 
 class _Holder:

@@ -1,4 +1,4 @@
-"""The gateway: one LLM call = a tenacity retry loop of attempts, each bounded by the limits.
+"""The gateway: one LLM call as a retry loop of attempts, each bounded by the limits.
 
 Per attempt, in order: a concurrency slot (respecting the endpoint's 429 pause and adaptive
 limit), the rate limiter's windows (last, so the provider sees what they admitted), then the
@@ -14,19 +14,19 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import anyio
 import anyio.lowlevel
 
 from .. import events
+from ..config import Settings
 from ..errors import AttemptTimeout, ProviderError, RateLimited
 from ..limits import ConcurrencyController, RateLimiter, RetryPolicy
 from ._call import Call, call_id, caller
 from ._held import collect_if_dropped, scope_if_any
 from ._lease import Lease
-from .types import Completion, Usage
-from .usage import current_usage
+from ._usage import Usage, current_usage
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -39,13 +39,33 @@ Attempt = Callable[[Lease], Awaitable[T]]
 """One request: given the attempt's lease (for results that outlive it), returns the result."""
 
 
+class Overrides(NamedTuple):
+    """A caller's own limits in place of its runtime's: a model's or a transport's `controller=`,
+    `rate_limiter=` and `settings=` (which fixes its retry policy and LLM_CALL_TIMEOUT). None, or
+    UNSET for the rate windows, keeps the runtime's."""
+
+    controller: ConcurrencyController | None = None
+    rate_limiter: RateLimiter | None = UNSET
+    retry_policy: RetryPolicy | None = None
+    call_timeout: float | None = None
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        controller: ConcurrencyController | None = None,
+        rate_limiter: RateLimiter | None = UNSET,
+        settings: Settings | None = None,
+    ) -> Overrides:
+        if settings is None:
+            return cls(controller, rate_limiter)
+        policy = RetryPolicy.from_settings(settings)
+        return cls(controller, rate_limiter, policy, settings.llm_call_timeout)
+
+
 MAX_REQUEUES = 10
 """How many times one attempt may be turned away by an overloaded provider and sent again,
 uncounted, before its 429 counts as a failed attempt."""
-
-
-def _completion_usage(result: object) -> Usage | None:
-    return result.usage if isinstance(result, Completion) else None
 
 
 class Gateway:
@@ -75,23 +95,14 @@ class Gateway:
         self.endpoint = endpoint
 
     @classmethod
-    def for_runtime(
-        cls,
-        runtime: Runtime,
-        *,
-        endpoint: str,
-        controller: ConcurrencyController | None = None,
-        rate_limiter: RateLimiter | None = UNSET,
-        retry_policy: RetryPolicy | None = None,
-        call_timeout: float | None = None,
-    ) -> Gateway:
+    def for_runtime(cls, runtime: Runtime, endpoint: str, own: Overrides) -> Gateway:
         """A gateway on `runtime`'s shared limiter, windows, policy and timeout, each replaced
-        by the one given (a model's or a transport's own)."""
+        by the caller's own where it has one."""
         return cls(
-            controller=controller or runtime.limiter,
-            retry_policy=retry_policy or runtime.retry_policy,
-            call_timeout=call_timeout or runtime.settings.llm_call_timeout,
-            rate_limiter=runtime.rate if rate_limiter is UNSET else rate_limiter,
+            controller=own.controller or runtime.limiter,
+            retry_policy=own.retry_policy or runtime.retry_policy,
+            call_timeout=own.call_timeout or runtime.settings.llm_call_timeout,
+            rate_limiter=runtime.rate if own.rate_limiter is UNSET else own.rate_limiter,
             endpoint=endpoint,
         )
 
@@ -101,14 +112,14 @@ class Gateway:
         *,
         agent: str | None = None,
         dimension: str | None = None,
+        usage_of: Callable[[T], Usage | None],
         estimated_tokens: int = 0,
-        usage_of: Callable[[T], Usage | None] = _completion_usage,
     ) -> T:
         """Make the call, retrying as the policy allows; raises `LLMCallFailed` when it gives up.
 
         `agent` and `dimension` default to the values bound with `events.bind_context`.
-        `usage_of` reads the tokens a result reports (a `Completion`'s by default); a result whose
-        attempt kept its lease reports them when it releases it.
+        `usage_of` reads the tokens a result reports; a result whose attempt kept its lease (a
+        stream) reports them when it releases it.
         """
         call = Call(
             *caller(agent, dimension),

@@ -1,5 +1,7 @@
-"""HTTP edge helpers shared by the providers: Retry-After parsing, error mapping, and the POST of
-a request our models built."""
+"""What a provider's reply means to the funnel: an error status as a `ProviderError` (with the
+provider's own words and its Retry-After), a 2xx as its JSON body or a `MalformedResponse`, and
+what the HTTP clients raise as `ProviderConnectionError`. Every one of them is retried or not by
+the gateway's policy alone."""
 
 from __future__ import annotations
 
@@ -10,14 +12,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any, Protocol
-
-import anyio
+from typing import Any, Protocol
 
 from ..errors import MalformedResponse, ProviderConnectionError, ProviderError, RateLimited
-
-if TYPE_CHECKING:
-    import httpx
 
 
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:
@@ -155,42 +152,3 @@ def request_errors() -> Iterator[None]:
         if aiohttp is not None and isinstance(exc, aiohttp.ClientError):
             raise ProviderConnectionError(f"{type(exc).__name__}: {exc}") from exc
         raise
-
-
-_TOKEN_CAPS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
-
-
-def estimated_tokens(content: bytes, body: Any) -> int:
-    """What to charge the token window before the answer says: the request's size in tokens
-    (about four bytes each) plus the output cap it asks for (chat, Responses or Anthropic)."""
-    cap = 0
-    if isinstance(body, Mapping):
-        cap = next((body[k] for k in _TOKEN_CAPS if isinstance(body.get(k), int)), 0)
-    return len(content) // 4 + cap
-
-
-async def post_with_client(client: httpx.AsyncClient, url: str, content: bytes) -> httpx.Response:
-    """POST `content` through the client (stock httpx with a proxy from the environment needs
-    its routing); transport failures as ProviderConnectionError."""
-    with request_errors():
-        return await client.post(url, content=content)
-
-
-async def post_to_transport(
-    transport: httpx.AsyncBaseTransport, url: str, headers: dict[str, str], content: bytes
-) -> httpx.Response:
-    """POST straight to the pool's transport: the request is complete as built (absolute URL,
-    fixed headers, body), so the client's layer (cookies, auth, redirects, URL merging, event
-    hooks) would cost a few hundred microseconds for nothing."""
-    import httpx
-
-    with request_errors():
-        response = await transport.handle_async_request(
-            httpx.Request("POST", url, headers=headers, content=content)
-        )
-        try:
-            await response.aread()
-        finally:
-            with anyio.CancelScope(shield=True):  # a cancelled read still gives the socket back
-                await response.aclose()
-    return response

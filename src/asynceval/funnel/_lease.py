@@ -9,8 +9,7 @@ from collections.abc import Callable
 from ..limits import RateLimiter, Slot
 from ..limits.rate import Reservation
 from ._held import Held, current_scope
-from .types import Usage
-from .usage import UsageCounter
+from ._usage import Usage, UsageCounter
 
 
 class Lease:

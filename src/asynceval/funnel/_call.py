@@ -11,7 +11,7 @@ from tenacity import RetryCallState
 
 from .. import events
 from ..errors import LLMCallFailed, ProviderError, RateLimited
-from .usage import UsageCounter
+from ._usage import UsageCounter
 
 
 class Call:

@@ -1,0 +1,54 @@
+"""The funnel: everything one LLM call goes through, in one room (layer 5 of DESIGN section 1).
+
+A call's journey, in order: the model-call cache (a stored answer ends it there), then per
+attempt a slot of the runtime's global FIFO limiter (within the endpoint's 429 pause and
+adaptive limit), the attempt's turn in the RPM/TPM windows, the send within LLM_CALL_TIMEOUT
+(over HTTP on the loop's pool, or in process to the embedded simulator), the reply read, its
+usage counted into the repetition, and the slot released (or kept by a streamed answer until it
+is read or closed). Retries with backoff and Retry-After wrap the attempts, outside the slot.
+
+`Route` is the one entry: `asynceval.llm`'s models `post` their encoded requests through it,
+`asynceval.interop`'s transports `send` any httpx request through it, and nothing else sends
+HTTP to a provider. The funnel imports layers 1-4 (config, errors, the kernel, events, limits,
+runtime); `llm`, `interop` and the layers above them import it, and only through this package:
+its modules are private. Not a public API: users reach the funnel through models, `http_client()`
+and `track_usage`.
+"""
+
+from typing import TYPE_CHECKING, Any
+
+from ._gateway import UNSET, Gateway, Overrides
+from ._held import reclaiming_leases
+from ._replies import Reply, check_response, parse_or_malformed, parse_retry_after
+from ._route import SIM_BASE_URL, Route
+from ._usage import Usage, UsageCounter, current_usage, track_usage
+
+if TYPE_CHECKING:
+    from ._exchange import send_from_thread
+
+__all__ = [
+    "SIM_BASE_URL",
+    "UNSET",
+    "Gateway",
+    "Overrides",
+    "Reply",
+    "Route",
+    "Usage",
+    "UsageCounter",
+    "check_response",
+    "current_usage",
+    "parse_or_malformed",
+    "parse_retry_after",
+    "reclaiming_leases",
+    "send_from_thread",
+    "track_usage",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # httpx's side of the funnel loads with its first use: `import asynceval` needs no httpx.
+    if name == "send_from_thread":
+        from ._exchange import send_from_thread
+
+        return send_from_thread
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,185 @@
+"""A transport's request through the funnel (`Route.send`): httpx in, httpx out.
+
+Every request is one call of the route's gateway: rate windows, the global slot (and the
+endpoint's pause and adaptive limit), LLM_CALL_TIMEOUT per attempt, retries on 408, 429, 502, 503
+and connection errors with Retry-After, the same events, and usage counted into the running
+repetition. What the framework gets back is the provider's answer: the response, or after the
+last attempt the last error response (so the SDK raises its own error type), or an
+`httpx.ConnectError` / `httpx.ReadTimeout` when no response came. A streamed answer (server-sent
+events) keeps its slot until it is read to its end or closed, and is retried only before its
+first byte. Inference requests are answered from the model-call cache when it holds them (a
+stream once it was read to its end).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from ..errors import AttemptTimeout, LLMCallFailed
+from ..runtime import CachedAnswer, from_thread
+from ._cache import CacheUse
+from ._held import Held, adopted, current_scope
+from ._lease import Lease
+from ._replies import check_response, provider_error
+from ._send import plain_headers, send
+from ._stream import LeasedStream, SyncStream
+from ._usage import StreamUsage, Usage, estimated_tokens, usage_from_json
+
+if TYPE_CHECKING:
+    from ._route import Route
+
+
+async def exchange(route: Route, request: httpx.Request, agent: str | None) -> httpx.Response:
+    """`Route.send` (see the module)."""
+    cache = route.cache
+    await request.aread()  # the body, kept for every attempt
+    use = None
+    if cache is not None and cacheable(request):
+        use = CacheUse(cache, "POST", str(request.url), request.content, request.headers.items())
+        answer = await use.lookup()
+        if answer is not None:
+            use.hit(_answer_usage(answer), agent=agent)
+            return httpx.Response(
+                answer.status_code,
+                headers=dict(answer.headers),
+                content=answer.content,
+                request=request,
+            )
+    response = await _call(route, request, agent)
+    if use is not None and response.status_code < 300:
+        if isinstance(response.stream, LeasedStream):  # kept once it is read to its end
+            response.stream.on_complete = functools.partial(_store, use, response)
+        elif not _error_body(response):
+            await _store(use, response, response.content)
+    return response
+
+
+async def _call(route: Route, request: httpx.Request, agent: str | None) -> httpx.Response:
+    gateway = route.gateway
+    timeout = gateway.call_timeout
+    entry = await route.pools.enter(route.key, route.open_client)
+    last: list[httpx.Response] = []  # the last error answer, for the SDK to raise its own error
+
+    async def attempt(lease: Lease) -> httpx.Response:
+        response = await send(
+            entry.client, request, lease, stream_then=entry.leave, chunk_timeout=timeout
+        )
+        if isinstance(response.stream, LeasedStream):
+            return response
+        return _answer(response, request, last)
+
+    try:
+        response = await gateway.call(
+            attempt,
+            agent=agent,
+            usage_of=_body_usage,
+            estimated_tokens=estimated_tokens(request.content, _json_or_none(request.content)),
+        )
+    except LLMCallFailed as exc:
+        entry.leave()
+        if last and last[-1].status_code == exc.status_code:
+            return last[-1]  # the provider's own answer: the SDK raises its own error
+        if isinstance(exc.__cause__, AttemptTimeout):
+            raise httpx.ReadTimeout(str(exc), request=request) from exc
+        raise httpx.ConnectError(str(exc), request=request) from exc
+    except BaseException:
+        entry.leave()
+        raise
+    if not isinstance(response.stream, LeasedStream):
+        entry.leave()  # a stream leaves the pool when it is finished
+    return response
+
+
+def _answer(
+    response: httpx.Response, request: httpx.Request, last: list[httpx.Response]
+) -> httpx.Response:
+    """A read answer as the framework gets it (headers of the decoded body); an error status or
+    a broken JSON body raises the funnel's error, to be retried or to fail the call."""
+    answer = httpx.Response(
+        response.status_code,
+        headers=plain_headers(response.headers),
+        content=response.content,
+        request=request,
+        extensions=response.extensions,
+    )
+    if answer.status_code >= 400:
+        last[:] = [answer]
+        raise provider_error(answer)
+    if "json" in answer.headers.get("content-type", ""):
+        check_response(answer)  # a 2xx whose JSON is broken is malformed: retried
+    return answer
+
+
+_INFERENCE = ("/chat/completions", "/completions", "/messages", "/responses", "/embeddings")
+
+
+def cacheable(request: httpx.Request) -> bool:
+    """Whether an answer to `request` may come from the cache: an inference POST (not a file
+    upload, a batch, a thread or a background response: their side effects must happen)."""
+    if request.method != "POST" or not request.url.path.rstrip("/").endswith(_INFERENCE):
+        return False
+    if "multipart/" in request.headers.get("content-type", ""):
+        return False
+    body = _json_or_none(request.content)
+    return isinstance(body, dict) and not body.get("background")
+
+
+def _error_body(response: httpx.Response) -> bool:
+    """A 2xx whose JSON says it is an error (some gateways answer errors with 200)."""
+    if "json" not in response.headers.get("content-type", ""):
+        return False
+    body = _json_or_none(response.content)
+    return isinstance(body, dict) and "error" in body and body["error"] is not None
+
+
+async def _store(use: CacheUse, response: httpx.Response, content: bytes) -> None:
+    content_type = response.headers.get("content-type", "application/octet-stream")
+    await use.store(CachedAnswer(response.status_code, content_type, content))
+
+
+def _answer_usage(answer: CachedAnswer) -> Usage | None:
+    """The tokens a stored answer reports: a JSON body's usage, or a stream's last report."""
+    if "text/event-stream" in answer.content_type:
+        scanner = StreamUsage()
+        scanner.feed(answer.content)
+        return scanner.usage()
+    return usage_from_json(answer.content)
+
+
+def _body_usage(response: httpx.Response) -> Usage | None:
+    """The usage a read body reports (a streamed one reports it when its lease is released)."""
+    return usage_from_json(response.content)
+
+
+def _json_or_none(content: bytes) -> Any:
+    try:
+        return json.loads(content)
+    except ValueError:
+        return None
+
+
+def send_from_thread(
+    send: Callable[[httpx.Request], Awaitable[httpx.Response]], request: httpx.Request
+) -> httpx.Response:
+    """A sync client's request, sent by `send` on an event loop (the run's, from the engine's
+    threads; the process's background loop, from the user's): the streams it opens count as
+    this thread's, and a streamed answer is read from here chunk by chunk."""
+    request.read()
+    response = from_thread(_adopting, send, request, current_scope())
+    if isinstance(response.stream, LeasedStream):
+        response.stream = SyncStream(response.stream)
+    return response
+
+
+async def _adopting(
+    send: Callable[[httpx.Request], Awaitable[httpx.Response]],
+    request: httpx.Request,
+    held: Held,
+) -> httpx.Response:
+    with adopted(held):
+        return await send(request)

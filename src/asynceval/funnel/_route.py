@@ -1,0 +1,248 @@
+"""Route: a caller's way into the funnel on one runtime, the funnel's one internal entry.
+
+A model (`asynceval.llm`) and a transport (`asynceval.interop`) each build a route per runtime
+and send every call through it. The route holds where the calls go (a URL, or the embedded
+simulated provider, answered in process) and what bounds them (the runtime's gateway: limiter,
+rate windows, retry policy and deadline, or the caller's own overrides), finds the loop's pool,
+and keeps the model-call cache in front of it all. It has two faces on one path:
+
+- `post(content, body, read, ...)`: a codec's request (a POST of a JSON body to the route's URL,
+  with its fixed headers); `read` turns the reply into the caller's result inside the attempt, so
+  a body it cannot read is retried like any malformed answer. Raises `LLMCallFailed`.
+- `send(request, ...)`: a transport's `httpx.Request`, whatever it is; returns the provider's
+  answer as an `httpx.Response` (a streamed one holding its slot until read or closed), or once
+  the funnel gives up, the last error answer so that the SDK raises its own error.
+
+Cheap to build and holding no event-loop state: a model keeps its last route, a transport one
+per origin.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..errors import ProviderError
+from ..runtime import CachedAnswer, EndpointKey, Runtime
+from ._cache import CacheUse
+from ._clients import create_client
+from ._gateway import Gateway, Overrides
+from ._lease import Lease
+from ._replies import Reply
+from ._usage import Usage, estimated_tokens
+
+if TYPE_CHECKING:
+    import httpx
+
+    from ..config import HttpTransport
+    from ..sim import SimProvider
+
+T = TypeVar("T")
+
+SIM_BASE_URL = "http://asynceval-sim/v1"
+"""The embedded simulated provider's base URL: a route to it is answered in process."""
+SIM_ORIGIN = SIM_BASE_URL.removesuffix("/v1")
+
+UsageOf = Callable[[T], Usage | None]
+"""Reads the tokens a caller's result reports."""
+
+
+class Route:
+    """Where one caller's calls go on one runtime, and through which limits (see the module).
+
+    `url` is the URL a `post` goes to (a transport's route is built on an origin and sends each
+    request's own URL). `own` replaces the runtime's limits for this caller; `transport` picks
+    the HTTP transport ("aiohttp", "httpx", or any httpx transport; default LLM_HTTP_TRANSPORT);
+    `headers` go with every `post`; `sim` is the simulated provider to answer in process when
+    `url` is the embedded one's (default: the runtime's).
+    """
+
+    __slots__ = (
+        "_cache_url",
+        "_headers",
+        "_origin",
+        "_sim",
+        "_sim_path",
+        "_transport",
+        "_url",
+        "cache",
+        "gateway",
+        "key",
+        "pools",
+    )
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        url: str,
+        *,
+        own: Overrides = Overrides(),  # noqa: B008 (an immutable tuple)
+        transport: HttpTransport | httpx.AsyncBaseTransport | None = None,
+        headers: Mapping[str, str] | None = None,
+        sim: SimProvider | None = None,
+    ) -> None:
+        split = urllib.parse.urlsplit(url)
+        self._origin = origin = f"{split.scheme}://{split.netloc}"
+        # One endpoint per origin: a provider's 429 pause and adaptive limit are its own,
+        # whichever of its paths (and whichever caller: a model, an SDK) met them.
+        self.gateway = Gateway.for_runtime(runtime, origin, own)
+        self._url = url
+        self._headers = dict(headers or {})
+        self.pools = runtime.pools
+        self.cache = runtime.cache
+        self._cache_url = url
+        self._sim: SimProvider | None = None
+        self._sim_path = split.path
+        self._transport = transport
+        if origin == SIM_ORIGIN and (transport is None or isinstance(transport, str)):
+            # The embedded simulator: no transport by name reaches it, a transport object does.
+            self._sim = sim = sim or runtime.sim
+            # One URL for every embedded simulator: its answers follow its seed and its token
+            # counts its tokens_per_char, so callers on other configurations keep their own.
+            config = sim.config
+            self._cache_url = (
+                f"{url}?sim_seed={config.seed}&sim_tokens_per_char={config.tokens_per_char!r}"
+            )
+            name = f"sim:{id(sim)}"
+        elif transport is None or isinstance(transport, str):
+            self._transport = transport or runtime.settings.llm_http_transport
+            name = self._transport
+        else:
+            name = f"object:{id(transport)}"
+        self.key = EndpointKey(origin, name, self.gateway.controller.limit)
+
+    def open_client(self) -> httpx.AsyncClient:
+        """A new client for this route's pool (the runtime keeps it per event loop)."""
+        transport = self._transport
+        if self._sim is not None:  # a transport's request to the embedded simulator (streams)
+            import httpx
+
+            transport = httpx.ASGITransport(app=self._sim)
+        assert transport is not None
+        return create_client(base_url=self._origin, limit=self.key.connections, transport=transport)
+
+    def post(
+        self,
+        content: bytes,
+        body: Mapping[str, Any],
+        read: Callable[[Reply], T],
+        usage_of: UsageOf[T],
+        *,
+        agent: str | None = None,
+        dimension: str | None = None,
+    ) -> Awaitable[T]:
+        """POST `content` (`body` encoded) to the route's URL as one call and return what `read`
+        makes of the answer; raises `LLMCallFailed` when the funnel gives up. What to await:
+        on the embedded simulator without a cache, the gateway's own call, no frame between."""
+        if self.cache is not None:
+            return self._post_cached(content, body, read, usage_of, agent, dimension)
+        return self._post(content, body, read, usage_of, agent, dimension)
+
+    def _post(
+        self,
+        content: bytes,
+        body: Mapping[str, Any],
+        read: Callable[[Reply], T],
+        usage_of: UsageOf[T],
+        agent: str | None,
+        dimension: str | None,
+    ) -> Awaitable[T]:
+        estimated = estimated_tokens(content, body)
+        sim = self._sim
+        if sim is not None:
+            # Served in process without HTTP emulation: the same simulated provider (its
+            # counters see every request), the same gateway, the same reader.
+            path = self._sim_path
+
+            async def simulated(lease: Lease) -> T:
+                return read(await sim.respond(path, content))
+
+            return self.gateway.call(
+                simulated,
+                agent=agent,
+                dimension=dimension,
+                usage_of=usage_of,
+                estimated_tokens=estimated,
+            )
+        return self._post_http(content, read, usage_of, agent, dimension, estimated)
+
+    async def _post_http(
+        self,
+        content: bytes,
+        read: Callable[[Reply], T],
+        usage_of: UsageOf[T],
+        agent: str | None,
+        dimension: str | None,
+        estimated: int,
+    ) -> T:
+        import httpx
+
+        from ._send import send
+
+        entry = await self.pools.enter(self.key, self.open_client)
+        try:
+            client = entry.client
+            request = httpx.Request("POST", self._url, headers=self._headers, content=content)
+
+            async def attempt(lease: Lease) -> T:
+                return read(await send(client, request, lease))
+
+            return await self.gateway.call(
+                attempt,
+                agent=agent,
+                dimension=dimension,
+                usage_of=usage_of,
+                estimated_tokens=estimated,
+            )
+        finally:
+            entry.leave()
+
+    async def _post_cached(
+        self,
+        content: bytes,
+        body: Mapping[str, Any],
+        read: Callable[[Reply], T],
+        usage_of: UsageOf[T],
+        agent: str | None,
+        dimension: str | None,
+    ) -> T:
+        """`_post` behind the model-call cache: a stored answer the reader can read is the
+        result (no slot, nothing sent); else the call is made and its answer stored."""
+        assert self.cache is not None
+        # Keyed by the body with its keys sorted: the order keyword arguments came in is no news.
+        canonical = json.dumps(body, sort_keys=True).encode()
+        use = CacheUse(self.cache, "POST", self._cache_url, canonical, self._headers.items())
+        stored = await use.lookup()
+        if stored is not None:
+            try:
+                result = read(stored)
+            except ProviderError:
+                pass  # an entry this caller cannot read: asked again, and replaced
+            else:
+                use.hit(usage_of(result), agent=agent, dimension=dimension)
+                return result
+        answered: list[Reply] = []
+
+        def keeping(reply: Reply) -> T:
+            result = read(reply)
+            answered.append(reply)  # only a reply that reads
+            return result
+
+        result = await self._post(content, body, keeping, usage_of, agent, dimension)
+        reply = answered[-1]
+        content_type = reply.headers.get("content-type", "application/json")
+        await use.store(CachedAnswer(reply.status_code, content_type, reply.content))
+        return result
+
+    async def send(self, request: httpx.Request, *, agent: str | None = None) -> httpx.Response:
+        """A transport's request as one call (see the module): the provider's answer, or after
+        the last attempt its last error answer; `httpx.ReadTimeout` when the last attempt ran out
+        of time and no answer came, `httpx.ConnectError` for other failures without one."""
+        from ._exchange import exchange  # httpx's side of the funnel, loaded with the first send
+
+        return await exchange(self, request, agent)
+
+    def __repr__(self) -> str:
+        return f"Route({self._url!r}, key={self.key!r})"

@@ -1,0 +1,75 @@
+"""The send: the one place a request leaves for a provider over HTTP, as one attempt.
+
+Both faces of the funnel come here: a model's POST (`Route.post`) and a transport's request
+(`Route.send`). The request goes straight to the pool's transport (a ready request has no
+cookies, auth, redirects or URL merging left to do: the client's layer would cost a few hundred
+microseconds for nothing), or through the client when it routes requests itself (stock httpx
+with a proxy from the environment). The body is read within the attempt's slot and deadline, or,
+for a 2xx event stream a transport asked for, handed on with the lease (`LeasedStream`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio
+import httpx
+
+from ._clients import transport_of
+from ._lease import Lease
+from ._replies import request_errors
+from ._stream import LeasedStream
+
+_DROPPED = frozenset({"content-encoding", "content-length", "transfer-encoding"})
+
+
+def plain_headers(headers: httpx.Headers) -> list[tuple[bytes, bytes]]:
+    """The provider's headers for a body handed on already decoded (no encoding, no length)."""
+    return [(k, v) for k, v in headers.raw if k.decode("latin-1").lower() not in _DROPPED]
+
+
+async def send(
+    client: httpx.AsyncClient,
+    request: httpx.Request,
+    lease: Lease,
+    *,
+    stream_then: Callable[[], None] | None = None,
+    chunk_timeout: float = 0.0,
+) -> httpx.Response:
+    """Send `request` on `client`'s transport as one attempt and return the answer, whatever its
+    status (the caller's reader maps it); failures to connect or read raise
+    `ProviderConnectionError` or `MalformedResponse`.
+
+    With `stream_then`, a 2xx event stream is not read here: the lease is kept by the returned
+    response's `LeasedStream` (each chunk within `chunk_timeout`), which calls `stream_then` once
+    it is finished, closed or collected.
+    """
+    transport = transport_of(client)
+    with request_errors():
+        if transport is None:
+            response = await client.send(request, stream=True)
+        else:
+            response = await transport.handle_async_request(request)
+            response.request = request
+    try:
+        if (
+            stream_then is not None
+            and response.status_code < 400
+            and "text/event-stream" in response.headers.get("content-type", "")
+        ):
+            stream = LeasedStream(response, lease, chunk_timeout, stream_then)
+            lease.keep()  # the stream releases it from now on
+            return httpx.Response(
+                response.status_code,
+                headers=plain_headers(response.headers),
+                stream=stream,
+                request=request,
+                extensions=response.extensions,
+            )
+        with request_errors():
+            await response.aread()
+    finally:
+        if not lease.kept:
+            with anyio.CancelScope(shield=True):  # a cancelled read still gives back the socket
+                await response.aclose()
+    return response

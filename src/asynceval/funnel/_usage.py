@@ -1,0 +1,176 @@
+"""Usage: the tokens a provider reports, read from whatever API answered, and counted into the
+repetition (or any `track_usage` block) the call was made in.
+
+A JSON body is a chat completion (`usage.prompt_tokens` / `completion_tokens`), a Responses API
+result or an Anthropic message (`usage.input_tokens` / `output_tokens`). A stream (server-sent
+events) reports usage in its last chat chunk (with `stream_options.include_usage`), in
+`response.completed`, or, for Anthropic, in `message_start` (input) and `message_delta` (output).
+Anything else: no usage (the call still counts).
+
+The engine opens one counter per repetition attempt; every LLM call made inside that context (in
+async code, or in a worker thread that hops back through the bridge) adds to it. Nothing is passed
+by hand.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._scoped import Scoped
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens the provider reports for one completion (0 when it reports none)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @classmethod
+    def from_body(cls, usage: Any, prompt_key: str, completion_key: str) -> Usage:
+        """Usage from a provider's `usage` object; missing or null counts are 0."""
+        usage = usage if isinstance(usage, Mapping) else {}
+        return cls(
+            prompt_tokens=int(usage.get(prompt_key) or 0),
+            completion_tokens=int(usage.get(completion_key) or 0),
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass
+class UsageCounter:
+    """Calls, retries and tokens counted in one context. `cache_hits`: the calls (counted in
+    `llm_calls`, their tokens too) answered from the model-call cache, without a request."""
+
+    llm_calls: int = 0
+    failed_calls: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_hits: int = 0
+    # Requests made so far, by cache key: the model-call cache tells the n-th identical one apart.
+    requests_seen: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+
+    def add_tokens(self, usage: Usage) -> None:
+        """Count the tokens an answer reports."""
+        self.prompt_tokens += usage.prompt_tokens
+        self.completion_tokens += usage.completion_tokens
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "llm_calls": self.llm_calls,
+            "failed_calls": self.failed_calls,
+            "retries": self.retries,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cache_hits": self.cache_hits,
+        }
+
+
+_current: ContextVar[UsageCounter | None] = ContextVar("asynceval_usage", default=None)
+
+
+def track_usage(counter: UsageCounter | None = None) -> Scoped[UsageCounter]:
+    """Count every LLM call made in this `with` block into `counter` (a new one if not given),
+    which entering it returns."""
+    return Scoped(_current, counter if counter is not None else UsageCounter())
+
+
+def current_usage() -> UsageCounter | None:
+    """The counter of the innermost `track_usage` around this code, if any."""
+    return _current.get()
+
+
+_TOKEN_CAPS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+
+
+def estimated_tokens(content: bytes, body: Any) -> int:
+    """What to charge the token window before the answer says: the request's size in tokens
+    (about four bytes each) plus the output cap it asks for (chat, Responses or Anthropic)."""
+    cap = 0
+    if isinstance(body, Mapping):
+        cap = next((body[k] for k in _TOKEN_CAPS if isinstance(body.get(k), int)), 0)
+    return len(content) // 4 + cap
+
+
+def usage_from_body(body: Any) -> Usage | None:
+    """The usage a JSON response body reports, or None."""
+    if not isinstance(body, dict):
+        return None
+    if body.get("type") == "response.completed" or body.get("object") == "response.completed":
+        body = body.get("response", body)
+    usage = body.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    if "prompt_tokens" in usage or "completion_tokens" in usage:
+        return Usage.from_body(usage, "prompt_tokens", "completion_tokens")
+    if "input_tokens" in usage or "output_tokens" in usage:
+        return Usage.from_body(usage, "input_tokens", "output_tokens")
+    return None
+
+
+def usage_from_json(content: bytes) -> Usage | None:
+    """`usage_from_body` of raw JSON bytes; None when they are not JSON."""
+    try:
+        return usage_from_body(json.loads(content))
+    except ValueError:
+        return None
+
+
+class StreamUsage:
+    """Reads server-sent events as they pass and keeps the usage they report."""
+
+    __slots__ = ("_pending", "completion", "prompt", "seen")
+
+    def __init__(self) -> None:
+        self._pending = b""
+        self.prompt = 0
+        self.completion = 0
+        self.seen = False
+
+    def feed(self, chunk: bytes) -> None:
+        """Take the next bytes of the stream (lines may be split across chunks)."""
+        lines = (self._pending + chunk).split(b"\n")
+        self._pending = lines.pop()
+        for line in lines:
+            if line.startswith(b"data:"):
+                self._data(line[5:].strip())
+
+    def _data(self, payload: bytes) -> None:
+        if not payload or payload == b"[DONE]" or b"usage" not in payload:
+            return  # most chunks carry no usage: no JSON parse for them
+        try:
+            event = json.loads(payload)
+        except ValueError:
+            return
+        if not isinstance(event, dict):
+            return
+        message = event.get("message")
+        if event.get("type") == "message_start" and isinstance(message, dict):
+            found = usage_from_body(message)  # Anthropic: the input tokens come first
+            if found is not None:
+                self.prompt, self.seen = found.prompt_tokens, True
+            return
+        usage = event.get("usage")
+        if event.get("type") == "message_delta" and isinstance(usage, dict):
+            self.completion = int(usage.get("output_tokens") or 0)
+            self.seen = True
+            return
+        found = usage_from_body(event)
+        if found is not None:
+            self.prompt, self.completion, self.seen = (
+                found.prompt_tokens,
+                found.completion_tokens,
+                True,
+            )
+
+    def usage(self) -> Usage | None:
+        """What the stream reported so far, or None if it reported nothing."""
+        return Usage(self.prompt, self.completion) if self.seen else None
