@@ -30,7 +30,7 @@ MARKER = re.compile(r"^<!-- reference: (?P<name>[a-z]+) -->$", re.M)
 HELP_WIDTH = 96  # the CLI's help is rendered at this width, whatever the terminal
 
 
-class ReferenceError(Exception):
+class MissingReference(Exception):
     """The code lacks what the reference needs (a docstring, an emitter), or a marker is unknown."""
 
 
@@ -83,7 +83,7 @@ def settings_table() -> str:
     rows = ["| variable | type | default | rule |", "| --- | --- | --- | --- |"]
     for name, field in Settings.model_fields.items():
         if name not in described:
-            raise ReferenceError(f"Settings.{name} has no docstring in asynceval/config.py")
+            raise MissingReference(f"Settings.{name} has no docstring in asynceval/config.py")
         rule = described[name].replace("|", "\\|")
         annotation, default = _type_text(field.annotation), _default_text(field.default)
         rows.append(f"| {name.upper()} | {annotation} | {default} | {rule} |")
@@ -158,13 +158,13 @@ def events_table() -> str:
     for name, level, function, tree in _emitters():
         doc = inspect.getdoc(function)
         if not doc:
-            raise ReferenceError(f"asynceval.events.{function.__name__} has no docstring")
+            raise MissingReference(f"asynceval.events.{function.__name__} has no docstring")
         when = " ".join(doc.split()).replace("|", "\\|")
         rows.append(f"| {name} | {level} | {_fields_text(function, tree)} | {when} |")
         seen.add(name)
     missing = sorted(set(event_names().values()) - seen)
     if missing:
-        raise ReferenceError(f"event names without an emitter in asynceval.events: {missing}")
+        raise MissingReference(f"event names without an emitter in asynceval.events: {missing}")
     return "\n".join(rows)
 
 
@@ -217,7 +217,7 @@ def render(markdown: str) -> str:
     def build(match: re.Match[str]) -> str:
         name = match.group("name")
         if name not in BUILDERS:
-            raise ReferenceError(f"unknown reference marker {name!r} (known: {sorted(BUILDERS)})")
+            raise MissingReference(f"unknown reference marker {name!r} (known: {sorted(BUILDERS)})")
         return BUILDERS[name]()
 
     return MARKER.sub(build, markdown)
