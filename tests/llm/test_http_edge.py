@@ -15,8 +15,8 @@ import pytest
 
 from asynceval import LLMCallFailed, OpenAIChatModel, Settings, configure_logging, events
 from asynceval.errors import ConfigError, ProviderConnectionError
-from asynceval.limits import ConcurrencyController, RateLimiter
 from asynceval.funnel import parse_retry_after
+from asynceval.limits import ConcurrencyController, RateLimiter
 from asynceval.sim import SimConfig
 
 from ..conftest import EventLog

@@ -337,8 +337,8 @@ async def test_a_client_turning_the_deadline_into_its_own_timeout_error_is_a_tim
 ) -> None:
     """A client that answers our deadline's cancellation with a TimeoutError of its own: the
     attempt still timed out (its `timeout` event, a retryable failure), as with fail_after."""
-    from asynceval.limits import RetryPolicy
     from asynceval.funnel import Gateway
+    from asynceval.limits import RetryPolicy
 
     async def attempt(lease: Any) -> str:
         try:
