@@ -432,3 +432,30 @@ async def test_streams_being_served_count_as_out_at_the_provider(
     assert sim.stats()["statuses"].get("429", 0) > 0
     changes = event_log.named("limit_changed")
     assert changes and changes[0]["reason"] == "429" and changes[0]["limit"] == 2, changes
+
+
+async def test_a_model_and_an_sdk_client_on_one_provider_meet_the_same_pause(
+    loopback: LoopBack, event_log: EventLog
+) -> None:
+    """A provider's 429 pause belongs to its origin, whoever calls it: a rate refusal met by one
+    of our models holds back an SDK client's request to the same provider (another path, another
+    client) until the Retry-After has passed."""
+    from asynceval import OpenAIChatModel
+
+    url, sim = loopback(SimConfig(latency=0, fail_first=1, fail_first_status=429, retry_after=1.0))
+    origin = url.removesuffix("/v1")
+    async with Runtime(Settings(**FAST | {"retry_max_delay": 2.0})) as runtime:
+        model = OpenAIChatModel("sim", base_url=url)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: model.generate("What is 1 + 1?", agent="model"))
+            with anyio.fail_after(5):
+                while not event_log.named("retry"):
+                    await anyio.sleep(0.005)
+            assert runtime.limiter.cooldown_remaining(origin) > 0.5
+            async with http_client(agent="sdk") as client:
+                listed = await client.get(f"{url}/models")
+        await model.aclose()
+    assert listed.status_code == 200
+    (waited,) = [e["wait_s"] for e in event_log.named("acquired") if e["agent"] == "sdk"]
+    assert waited > 0.5  # it waited out the model's pause before it was sent
+    assert sim.stats()["requests"] == 2  # completions: the model's 429 and its retry
