@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from asynceval import Runtime, Settings, http_client, sync_http_client
+from asynceval import Runtime, Settings, events, http_client, sync_http_client
 from asynceval.interop import base_url, openai_client
 from asynceval.llm import track_usage
 from asynceval.sim import SimConfig, SimProvider
@@ -444,17 +444,26 @@ async def test_a_model_and_an_sdk_client_on_one_provider_meet_the_same_pause(
 
     url, sim = loopback(SimConfig(latency=0, fail_first=1, fail_first_status=429, retry_after=1.0))
     origin = url.removesuffix("/v1")
-    async with Runtime(Settings(**FAST | {"retry_max_delay": 2.0})) as runtime:
-        model = OpenAIChatModel("sim", base_url=url)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(lambda: model.generate("What is 1 + 1?", agent="model"))
-            with anyio.fail_after(5):
-                while not event_log.named("retry"):
-                    await anyio.sleep(0.005)
-            assert runtime.limiter.cooldown_remaining(origin) > 0.5
-            async with http_client(agent="sdk") as client:
-                listed = await client.get(f"{url}/models")
-        await model.aclose()
+    retried = anyio.Event()
+
+    def on_event(event: str, fields: Any) -> None:
+        if event == "retry":
+            retried.set()
+
+    events.add_observer(on_event)
+    try:
+        async with Runtime(Settings(**FAST | {"retry_max_delay": 2.0})) as runtime:
+            model = OpenAIChatModel("sim", base_url=url)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lambda: model.generate("What is 1 + 1?", agent="model"))
+                with anyio.fail_after(5):
+                    await retried.wait()  # the model met the 429
+                assert runtime.limiter.cooldown_remaining(origin) > 0.5
+                async with http_client(agent="sdk") as client:
+                    listed = await client.get(f"{url}/models")
+            await model.aclose()
+    finally:
+        events.remove_observer(on_event)
     assert listed.status_code == 200
     (waited,) = [e["wait_s"] for e in event_log.named("acquired") if e["agent"] == "sdk"]
     assert waited > 0.5  # it waited out the model's pause before it was sent
