@@ -251,3 +251,51 @@ def test_the_exception_tree_drawn_in_errors_is_complete_and_true() -> None:
         cls = getattr(asynceval.errors, name)
         ancestors = [c.__name__ for c in cls.__mro__[1:] if c.__name__ in drawn]
         assert (ancestors[0] if ancestors else None) == parent, name
+
+
+@pytest.mark.parametrize(
+    ("module", "names"),
+    [
+        ("asynceval.llm.gateway", ("Gateway", "MAX_REQUEUES", "UNSET")),
+        ("asynceval.llm.usage", ("UsageCounter", "current_usage", "track_usage")),
+    ],
+)
+def test_a_module_that_moved_still_imports_with_one_deprecation_warning(
+    module: str, names: tuple[str, ...]
+) -> None:
+    script = (
+        "import warnings\n"
+        "warnings.simplefilter('always')\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        f"    from {module} import {', '.join(names)}\n"
+        "print(sum(w.category is DeprecationWarning for w in caught))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "1"
+
+
+async def test_the_previous_gateway_spelling_still_makes_a_call() -> None:
+    """`Gateway.for_runtime(runtime, endpoint=..., controller=...)` and `call(attempt)` without
+    `usage_of`, as the previous release had them, for the one release the shim lasts."""
+    import warnings
+
+    from asynceval.limits import ConcurrencyController
+    from asynceval.llm import Completion, Usage
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from asynceval.llm.gateway import Gateway
+
+    controller = ConcurrencyController(2)
+    gateway = Gateway.for_runtime(asynceval.Runtime(), endpoint="e", controller=controller)
+
+    async def attempt(lease: object) -> Completion:
+        return Completion(text="ok", usage=Usage(3, 1))
+
+    with asynceval.llm.track_usage() as usage:
+        result = await gateway.call(attempt, agent="old")
+    assert result.text == "ok" and gateway.controller is controller
+    assert (usage.llm_calls, usage.prompt_tokens, usage.completion_tokens) == (1, 3, 1)

@@ -437,13 +437,12 @@ async def test_streams_being_served_count_as_out_at_the_provider(
 async def test_a_model_and_an_sdk_client_on_one_provider_meet_the_same_pause(
     loopback: LoopBack, event_log: EventLog
 ) -> None:
-    """A provider's 429 pause belongs to its origin, whoever calls it: a rate refusal met by one
-    of our models holds back an SDK client's request to the same provider (another path, another
-    client) until the Retry-After has passed."""
+    """A provider's 429 pause belongs to its endpoint (the API's base URL), whoever calls it: a
+    rate refusal met by one of our models holds back an SDK client's request to the same API
+    (another path, another client) until the Retry-After has passed."""
     from asynceval import OpenAIChatModel
 
     url, sim = loopback(SimConfig(latency=0, fail_first=1, fail_first_status=429, retry_after=1.0))
-    origin = url.removesuffix("/v1")
     retried = anyio.Event()
 
     def on_event(event: str, fields: Any) -> None:
@@ -458,7 +457,7 @@ async def test_a_model_and_an_sdk_client_on_one_provider_meet_the_same_pause(
                 tg.start_soon(lambda: model.generate("What is 1 + 1?", agent="model"))
                 with anyio.fail_after(5):
                     await retried.wait()  # the model met the 429
-                assert runtime.limiter.cooldown_remaining(origin) > 0.5
+                assert runtime.limiter.cooldown_remaining(url) > 0.5  # the endpoint: .../v1
                 async with http_client(agent="sdk") as client:
                     listed = await client.get(f"{url}/models")
             await model.aclose()

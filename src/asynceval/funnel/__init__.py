@@ -17,16 +17,17 @@ and `track_usage`.
 
 from typing import TYPE_CHECKING, Any
 
-from ._gateway import UNSET, Gateway, Overrides
+from ._gateway import MAX_REQUEUES, UNSET, Gateway, Overrides
 from ._held import reclaiming_leases
 from ._replies import Reply, check_response, parse_or_malformed, parse_retry_after
-from ._route import SIM_BASE_URL, Route
+from ._route import SIM_BASE_URL, Route, endpoint_of, in_process
 from ._usage import Usage, UsageCounter, current_usage, track_usage
 
 if TYPE_CHECKING:
     from ._exchange import send_from_thread
 
 __all__ = [
+    "MAX_REQUEUES",
     "SIM_BASE_URL",
     "UNSET",
     "Gateway",
@@ -37,6 +38,8 @@ __all__ = [
     "UsageCounter",
     "check_response",
     "current_usage",
+    "endpoint_of",
+    "in_process",
     "parse_or_malformed",
     "parse_retry_after",
     "reclaiming_leases",

@@ -40,7 +40,8 @@ async def exchange(route: Route, request: httpx.Request, agent: str | None) -> h
     await request.aread()  # the body, kept for every attempt
     use = None
     if cache is not None and cacheable(request):
-        use = CacheUse(cache, "POST", str(request.url), request.content, request.headers.items())
+        url = route.cache_url(str(request.url))
+        use = CacheUse(cache, "POST", url, request.content, request.headers.items())
         answer = await use.lookup()
         if answer is not None:
             use.hit(_answer_usage(answer), agent=agent)
@@ -63,11 +64,13 @@ async def _call(route: Route, request: httpx.Request, agent: str | None) -> http
     gateway = route.gateway
     timeout = gateway.call_timeout
     entry = await route.pools.enter(route.key, route.open_client)
-    last: list[httpx.Response] = []  # the last error answer, for the SDK to raise its own error
+    leave = _Once(entry.leave)  # a stream leaves when it ends, every other outcome here
+    last: list[httpx.Response] = []  # the last attempt's error answer, for the SDK to raise
 
     async def attempt(lease: Lease) -> httpx.Response:
+        last.clear()
         response = await send(
-            entry.client, request, lease, stream_then=entry.leave, chunk_timeout=timeout
+            entry.client, request, lease, stream_then=leave, chunk_timeout=timeout
         )
         if isinstance(response.stream, LeasedStream):
             return response
@@ -81,18 +84,32 @@ async def _call(route: Route, request: httpx.Request, agent: str | None) -> http
             estimated_tokens=estimated_tokens(request.content, _json_or_none(request.content)),
         )
     except LLMCallFailed as exc:
-        entry.leave()
-        if last and last[-1].status_code == exc.status_code:
-            return last[-1]  # the provider's own answer: the SDK raises its own error
+        leave()
+        if last:
+            return last[0]  # the provider's own answer: the SDK raises its own error
         if isinstance(exc.__cause__, AttemptTimeout):
             raise httpx.ReadTimeout(str(exc), request=request) from exc
         raise httpx.ConnectError(str(exc), request=request) from exc
     except BaseException:
-        entry.leave()
+        leave()
         raise
     if not isinstance(response.stream, LeasedStream):
-        entry.leave()  # a stream leaves the pool when it is finished
+        leave()
     return response
+
+
+class _Once:
+    """`leave()` of a pool entry, done once whoever calls first (the call, or its stream)."""
+
+    __slots__ = ("_leave",)
+
+    def __init__(self, leave: Callable[[], None]) -> None:
+        self._leave: Callable[[], None] | None = leave
+
+    def __call__(self) -> None:
+        leave, self._leave = self._leave, None
+        if leave is not None:
+            leave()
 
 
 def _answer(
@@ -108,7 +125,7 @@ def _answer(
         extensions=response.extensions,
     )
     if answer.status_code >= 400:
-        last[:] = [answer]
+        last.append(answer)
         raise provider_error(answer)
     if "json" in answer.headers.get("content-type", ""):
         check_response(answer)  # a 2xx whose JSON is broken is malformed: retried

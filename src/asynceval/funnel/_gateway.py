@@ -39,6 +39,11 @@ Attempt = Callable[[Lease], Awaitable[T]]
 """One request: given the attempt's lease (for results that outlive it), returns the result."""
 
 
+def _usage_attribute(result: object) -> Usage | None:
+    usage = getattr(result, "usage", None)
+    return usage if isinstance(usage, Usage) else None
+
+
 class Overrides(NamedTuple):
     """A caller's own limits in place of its runtime's: a model's or a transport's `controller=`,
     `rate_limiter=` and `settings=` (which fixes its retry policy and LLM_CALL_TIMEOUT). None, or
@@ -71,8 +76,8 @@ uncounted, before its 429 counts as a failed attempt."""
 class Gateway:
     """Runs provider attempts through the rate limiter, the controller and the retry policy.
 
-    Cheap to build (a few fields): a model builds one per call from its runtime's shared limiter,
-    buckets and policy, so nothing in it belongs to one event loop.
+    Cheap to build (a few fields) and holding nothing of one event loop: each route builds one
+    from its runtime's shared limiter, windows and policy (a model's route once per runtime).
     """
 
     __slots__ = ("call_timeout", "controller", "endpoint", "rate_limiter", "retry_policy")
@@ -95,9 +100,22 @@ class Gateway:
         self.endpoint = endpoint
 
     @classmethod
-    def for_runtime(cls, runtime: Runtime, endpoint: str, own: Overrides) -> Gateway:
+    def for_runtime(
+        cls,
+        runtime: Runtime,
+        endpoint: str,
+        own: Overrides | None = None,
+        *,
+        controller: ConcurrencyController | None = None,
+        rate_limiter: RateLimiter | None = UNSET,
+        retry_policy: RetryPolicy | None = None,
+        call_timeout: float | None = None,
+    ) -> Gateway:
         """A gateway on `runtime`'s shared limiter, windows, policy and timeout, each replaced
-        by the caller's own where it has one."""
+        by the caller's own where it has one (`own`; the keywords are the previous release's
+        spelling of the same)."""
+        if own is None:
+            own = Overrides(controller, rate_limiter, retry_policy, call_timeout)
         return cls(
             controller=own.controller or runtime.limiter,
             retry_policy=own.retry_policy or runtime.retry_policy,
@@ -112,15 +130,18 @@ class Gateway:
         *,
         agent: str | None = None,
         dimension: str | None = None,
-        usage_of: Callable[[T], Usage | None],
+        usage_of: Callable[[T], Usage | None] | None = None,
         estimated_tokens: int = 0,
     ) -> T:
         """Make the call, retrying as the policy allows; raises `LLMCallFailed` when it gives up.
 
         `agent` and `dimension` default to the values bound with `events.bind_context`.
-        `usage_of` reads the tokens a result reports; a result whose attempt kept its lease (a
-        stream) reports them when it releases it.
+        `usage_of` reads the tokens a result reports (default: its `usage` attribute, if that
+        is a `Usage`); a result whose attempt kept its lease (a stream) reports them when it
+        releases it.
         """
+        if usage_of is None:
+            usage_of = _usage_attribute
         call = Call(
             *caller(agent, dimension),
             call_id(),

@@ -65,7 +65,7 @@ class Lease:
 
     def keep(self) -> None:
         """The result outlives the attempt and will release this lease itself; until then the
-        lease is recorded in the current scope (see `llm._held`)."""
+        lease is recorded in the current scope (see `asynceval.funnel._held`)."""
         self._held = current_scope()
         self._held[self] = None
 

@@ -11,23 +11,21 @@ and keeps the model-call cache in front of it all. It has two faces on one path:
   a body it cannot read is retried like any malformed answer. Raises `LLMCallFailed`.
 - `send(request, ...)`: a transport's `httpx.Request`, whatever it is; returns the provider's
   answer as an `httpx.Response` (a streamed one holding its slot until read or closed), or once
-  the funnel gives up, the last error answer so that the SDK raises its own error.
+  the funnel gives up, the last attempt's error answer so that the SDK raises its own error.
 
 Cheap to build and holding no event-loop state: a model keeps its last route, a transport one
-per origin.
+per API base URL (`endpoint_of`).
 """
 
 from __future__ import annotations
 
 import json
-import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ProviderError
 from ..runtime import CachedAnswer, EndpointKey, Runtime
 from ._cache import CacheUse
-from ._clients import create_client
 from ._gateway import Gateway, Overrides
 from ._lease import Lease
 from ._replies import Reply
@@ -48,15 +46,50 @@ SIM_ORIGIN = SIM_BASE_URL.removesuffix("/v1")
 UsageOf = Callable[[T], Usage | None]
 """Reads the tokens a caller's result reports."""
 
+_API_SEGMENTS = frozenset(
+    {
+        "assistants", "audio", "batches", "chat", "completions", "conversations", "embeddings",
+        "files", "fine_tuning", "images", "messages", "models", "moderations", "realtime",
+        "responses", "threads", "uploads", "vector_stores",
+    }
+)  # fmt: skip
+"""Path segments that name an API resource: what comes before the first is the API's base."""
+
+
+def origin_of(url: httpx.URL) -> str:
+    """scheme://host[:port] as httpx normalises it (host in lower case, no default port)."""
+    return f"{url.scheme}://{url.netloc.decode('ascii')}"
+
+
+def endpoint_of(url: httpx.URL) -> str:
+    """The endpoint whose 429 pause and adaptive limit a request to `url` meets: its API's base
+    URL, i.e. the origin and the path before the first segment naming an API resource
+    (`chat/completions`, `messages`, `responses`, `models` ...). So a model and an SDK client on
+    `https://api.openai.com/v1` meet one endpoint, and two Azure deployments (or two servers
+    behind one gateway) on one host keep their own. A path naming no resource: up to its last
+    `/`."""
+    segments = url.path.split("/")
+    end = next((i for i, s in enumerate(segments) if s in _API_SEGMENTS), len(segments) - 1)
+    return origin_of(url) + "/".join(segments[:end])
+
+
+def in_process(url: str, transport: HttpTransport | httpx.AsyncBaseTransport | None) -> bool:
+    """Whether calls to `url` go to the embedded simulated provider in process: its URL, with no
+    transport object of the caller's (a transport named by LLM_HTTP_TRANSPORT cannot reach it;
+    an object given can, and is used)."""
+    return url.startswith(SIM_ORIGIN) and (transport is None or isinstance(transport, str))
+
 
 class Route:
     """Where one caller's calls go on one runtime, and through which limits (see the module).
 
-    `url` is the URL a `post` goes to (a transport's route is built on an origin and sends each
-    request's own URL). `own` replaces the runtime's limits for this caller; `transport` picks
-    the HTTP transport ("aiohttp", "httpx", or any httpx transport; default LLM_HTTP_TRANSPORT);
-    `headers` go with every `post`; `sim` is the simulated provider to answer in process when
-    `url` is the embedded one's (default: the runtime's).
+    `url` is the URL a `post` goes to (a transport's route is built on a request's URL, and
+    sends each request to its own URL); its endpoint (`endpoint_of`) keys the 429 pause and the
+    adaptive limit, its origin the connection pool. `own` replaces the runtime's limits for this
+    caller; `transport` picks the HTTP transport ("aiohttp", "httpx", or any httpx transport;
+    default LLM_HTTP_TRANSPORT); `headers` go with every `post`. With the embedded simulator's
+    URL and no transport object, `sim` (default: the runtime's) answers: in process for a
+    `post`, over ASGI for a `send` (which may stream).
     """
 
     __slots__ = (
@@ -83,42 +116,48 @@ class Route:
         headers: Mapping[str, str] | None = None,
         sim: SimProvider | None = None,
     ) -> None:
-        split = urllib.parse.urlsplit(url)
-        self._origin = origin = f"{split.scheme}://{split.netloc}"
-        # One endpoint per origin: a provider's 429 pause and adaptive limit are its own,
-        # whichever of its paths (and whichever caller: a model, an SDK) met them.
-        self.gateway = Gateway.for_runtime(runtime, origin, own)
+        import httpx  # built once per caller and runtime: not at `import asynceval`
+
+        parsed = httpx.URL(url)
+        self._origin = origin = origin_of(parsed)
+        self.gateway = Gateway.for_runtime(runtime, endpoint_of(parsed), own)
         self._url = url
         self._headers = dict(headers or {})
         self.pools = runtime.pools
         self.cache = runtime.cache
-        self._cache_url = url
         self._sim: SimProvider | None = None
-        self._sim_path = split.path
+        self._sim_path = parsed.path
         self._transport = transport
-        if origin == SIM_ORIGIN and (transport is None or isinstance(transport, str)):
-            # The embedded simulator: no transport by name reaches it, a transport object does.
+        if in_process(origin, transport):
             self._sim = sim = sim or runtime.sim
-            # One URL for every embedded simulator: its answers follow its seed and its token
-            # counts its tokens_per_char, so callers on other configurations keep their own.
-            config = sim.config
-            self._cache_url = (
-                f"{url}?sim_seed={config.seed}&sim_tokens_per_char={config.tokens_per_char!r}"
-            )
             name = f"sim:{id(sim)}"
         elif transport is None or isinstance(transport, str):
             self._transport = transport or runtime.settings.llm_http_transport
             name = self._transport
         else:
             name = f"object:{id(transport)}"
-        self.key = EndpointKey(origin, name, self.gateway.controller.limit)
+        self._cache_url = self.cache_url(url)
+        controller = self.gateway.controller
+        self.key = EndpointKey(origin, name, id(controller), controller.limit)
+
+    def cache_url(self, url: str) -> str:
+        """The URL the model-call cache files an answer to `url` under: `url`, and for the
+        embedded simulator its seed and tokens_per_char too (its answers follow them, so callers
+        of simulators on other configurations keep their own)."""
+        if self._sim is None:
+            return url
+        config = self._sim.config
+        joint = "&" if "?" in url else "?"
+        return f"{url}{joint}sim_seed={config.seed}&sim_tokens_per_char={config.tokens_per_char!r}"
 
     def open_client(self) -> httpx.AsyncClient:
         """A new client for this route's pool (the runtime keeps it per event loop)."""
+        import httpx
+
+        from ._clients import create_client
+
         transport = self._transport
         if self._sim is not None:  # a transport's request to the embedded simulator (streams)
-            import httpx
-
             transport = httpx.ASGITransport(app=self._sim)
         assert transport is not None
         return create_client(base_url=self._origin, limit=self.key.connections, transport=transport)
@@ -237,9 +276,10 @@ class Route:
         return result
 
     async def send(self, request: httpx.Request, *, agent: str | None = None) -> httpx.Response:
-        """A transport's request as one call (see the module): the provider's answer, or after
-        the last attempt its last error answer; `httpx.ReadTimeout` when the last attempt ran out
-        of time and no answer came, `httpx.ConnectError` for other failures without one."""
+        """A transport's request as one call (see the module): the provider's answer; once the
+        funnel gives up, the last attempt's error answer if that attempt got one (so the SDK
+        raises its own error), else `httpx.ReadTimeout` (it ran out of time) or
+        `httpx.ConnectError` (no answer: the connection failed or the body was broken)."""
         from ._exchange import exchange  # httpx's side of the funnel, loaded with the first send
 
         return await exchange(self, request, agent)

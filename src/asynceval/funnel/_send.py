@@ -45,31 +45,30 @@ async def send(
     it is finished, closed or collected.
     """
     transport = transport_of(client)
-    with request_errors():
+    with request_errors():  # what the clients raise, sending, reading or closing: mapped
         if transport is None:
             response = await client.send(request, stream=True)
         else:
             response = await transport.handle_async_request(request)
             response.request = request
-    try:
-        if (
-            stream_then is not None
-            and response.status_code < 400
-            and "text/event-stream" in response.headers.get("content-type", "")
-        ):
-            stream = LeasedStream(response, lease, chunk_timeout, stream_then)
-            lease.keep()  # the stream releases it from now on
-            return httpx.Response(
-                response.status_code,
-                headers=plain_headers(response.headers),
-                stream=stream,
-                request=request,
-                extensions=response.extensions,
-            )
-        with request_errors():
+        try:
+            if (
+                stream_then is not None
+                and response.status_code < 400
+                and "text/event-stream" in response.headers.get("content-type", "")
+            ):
+                stream = LeasedStream(response, lease, chunk_timeout, stream_then)
+                lease.keep()  # the stream releases it from now on
+                return httpx.Response(
+                    response.status_code,
+                    headers=plain_headers(response.headers),
+                    stream=stream,
+                    request=request,
+                    extensions=response.extensions,
+                )
             await response.aread()
-    finally:
-        if not lease.kept:
-            with anyio.CancelScope(shield=True):  # a cancelled read still gives back the socket
-                await response.aclose()
+        finally:
+            if not lease.kept:
+                with anyio.CancelScope(shield=True):  # a cancelled read still frees the socket
+                    await response.aclose()
     return response

@@ -1,12 +1,13 @@
 """FunnelTransport and SyncFunnelTransport: any httpx client's requests through the funnel.
 
-Every request is one LLM call through the route our own models use (`asynceval.funnel`): rate
+Every request is one LLM call through the funnel our own models use (`asynceval.funnel`): rate
 windows, the global slot (and the endpoint's pause and adaptive limit), LLM_CALL_TIMEOUT per
 attempt, retries on 408, 429, 502, 503 and connection errors with Retry-After, and the same
-events, with `agent` and `dimension` from the client or the context the engine binds, and usage
-counted into the running repetition. What the framework gets back is the provider's answer: the
-response, or after the last attempt the last error response (so the SDK raises its own error
-type), or an `httpx.ConnectError` / `httpx.ReadTimeout` when no response came.
+events, with `agent` from the client (else the component the engine is running) and `dimension`
+from the context the engine binds, and usage counted into the running repetition. What the
+framework gets back is the provider's answer: the response, or after the last attempt its error
+response (so the SDK raises its own error type), or an `httpx.ConnectError` /
+`httpx.ReadTimeout` when that attempt got no response.
 
 A streamed answer (server-sent events) keeps its slot until the stream is read to its end or
 closed, and is retried only before its first byte; LLM_CALL_TIMEOUT then bounds each wait for
@@ -15,13 +16,14 @@ the next chunk.
 
 from __future__ import annotations
 
+import threading
 import weakref
 from typing import Any
 
 import httpx
 
 from ..config import Settings
-from ..funnel import UNSET, Overrides, Route, send_from_thread
+from ..funnel import UNSET, Overrides, Route, endpoint_of, send_from_thread
 from ..limits import ConcurrencyController, RateLimiter
 from ..runtime import Runtime
 
@@ -52,22 +54,30 @@ class FunnelTransport(httpx.AsyncBaseTransport):
         self._own = Overrides.of(
             controller=controller, rate_limiter=rate_limiter, settings=settings
         )
-        # The route of each origin, for the runtime it was built on (weakly: a runtime the
-        # application dropped still closes its pools when collected).
+        # The route of each endpoint (API base URL), for the runtime it was built on (weakly: a
+        # runtime the application dropped still closes its pools when collected).
         self._routes: dict[str, tuple[weakref.ref[Runtime], Route]] = {}
+        self._routes_lock = threading.Lock()
 
     def _route(self, runtime: Runtime, url: httpx.URL) -> Route:
-        origin = f"{url.scheme}://{url.netloc.decode('ascii')}"
-        cached = self._routes.get(origin)
+        endpoint = endpoint_of(url)
+        cached = self._routes.get(endpoint)
         if cached is not None and cached[0]() is runtime:
             return cached[1]
-        route = Route(runtime, origin, own=self._own, transport=self._transport)
-        self._routes[origin] = (weakref.ref(runtime), route)  # one assignment: thread-safe
+        route = Route(runtime, str(url), own=self._own, transport=self._transport)
+        with self._routes_lock:
+            if len(self._routes) >= MAX_ROUTES:  # a client fetching many sites (an agent's tool)
+                self._routes.pop(next(iter(self._routes)), None)
+            self._routes[endpoint] = (weakref.ref(runtime), route)
         return route
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         runtime = self.runtime or Runtime.current()
         return await self._route(runtime, request.url).send(request, agent=self.agent)
+
+
+MAX_ROUTES = 64
+"""Routes a transport keeps (the oldest goes first): a route is cheap to build again."""
 
 
 class SyncFunnelTransport(httpx.BaseTransport):

@@ -34,6 +34,7 @@ from ..funnel import (
     Route,
     Usage,
     check_response,
+    in_process,
     parse_or_malformed,
 )
 from ..limits import ConcurrencyController, RateLimiter
@@ -82,8 +83,11 @@ class ChatModel(ABC):
     at each call. `controller` and `rate_limiter` override the runtime's shared ones (and so leave
     the process-wide limit: for tests and special cases); `settings` also fixes this model's
     retry policy and LLM_CALL_TIMEOUT. `transport` picks the HTTP transport ("aiohttp", "httpx")
-    or takes any httpx transport. `structured_output=False` declares a provider without
-    JSON-schema output (older Ollama models, some vLLM servers).
+    or takes any httpx transport (then used even for the embedded simulator's URL, and never
+    closed by the model). `sim_config` configures a simulator of the model's own when it talks
+    to the embedded one (no base URL, no transport object), and is unused otherwise (so setting
+    LLM_BASE_URL points the same code at a real provider). `structured_output=False` declares a
+    provider without JSON-schema output (older Ollama models, some vLLM servers).
     """
 
     path: str
@@ -113,13 +117,19 @@ class ChatModel(ABC):
         self._api_key = key if isinstance(key, SecretStr) or key is None else SecretStr(key)
         events.register_secret(self._api_key)
         self._own_sim: SimProvider | None = None
+        self._transport = (
+            transport
+            if transport is not None
+            else (settings.llm_http_transport if settings is not None else None)
+        )
         if base_url is None:
-            if sim_config is not None:
-                from ..sim import SimProvider  # only when the embedded provider is used
-
-                self._own_sim = SimProvider(sim_config)
             base_url = SIM_BASE_URL
             model = model or defaults.llm_model or SIM_MODEL
+        self._in_process = in_process(base_url, self._transport)
+        if sim_config is not None and self._in_process:  # else unused: a real provider answers
+            from ..sim import SimProvider  # only when the embedded provider is used
+
+            self._own_sim = SimProvider(sim_config)
         model = model or defaults.llm_model
         if not model:
             raise ConfigError(f"no model name for {base_url}: pass model= or set LLM_MODEL")
@@ -128,16 +138,12 @@ class ChatModel(ABC):
         self._own = Overrides.of(
             controller=controller, rate_limiter=rate_limiter, settings=settings
         )
-        self._transport = (
-            transport
-            if transport is not None
-            else (settings.llm_http_transport if settings is not None else None)
-        )
         self._last_route: tuple[weakref.ref[Runtime], Route] | None = None
         headers = self._headers(self._api_key.get_secret_value() if self._api_key else None)
         self._headers_sent = {
             "content-type": "application/json",
             "accept": "application/json",
+            "accept-encoding": "gzip, deflate",  # what httpx's client would ask for
             "user-agent": f"asynceval/{__version__}",
             **headers,
         }
@@ -151,11 +157,9 @@ class ChatModel(ABC):
     def sim(self) -> SimProvider | None:
         """The simulated provider this model talks to when it has no base URL (its `stats()`
         are handy), else None."""
-        if self._own_sim is not None:
-            return self._own_sim
-        if self.base_url != SIM_BASE_URL:
+        if not self._in_process:
             return None
-        return (self.runtime or Runtime.current()).sim
+        return self._own_sim or (self.runtime or Runtime.current()).sim
 
     @abstractmethod
     def _headers(self, api_key: str | None) -> dict[str, str]:
@@ -242,8 +246,10 @@ class ChatModel(ABC):
         return from_thread(call)
 
     async def aclose(self) -> None:
-        """Close this model's idle connections in this event loop; a later call reopens them."""
-        if self.base_url == SIM_BASE_URL:
+        """Close the idle connections of this model's pool in this event loop (a pool it shares
+        with other callers of the same provider under the same limiter); a later call reopens
+        them. A transport object given to the model stays open: it is the caller's to close."""
+        if self._in_process:
             return  # served in process: no connections
         runtime = self.runtime or Runtime.current()
         await runtime.pools.aclose(self._route(runtime).key)

@@ -27,11 +27,14 @@ if TYPE_CHECKING:
 
 
 class EndpointKey(NamedTuple):
-    """What makes two callers share a pool: the origin they send to, the transport, and how many
-    connections it may hold (their limit: a pool smaller than it would queue calls in slots)."""
+    """What makes two callers share a pool: the origin they send to, the transport, and the
+    limiter whose slots bound their calls, with its limit as the pool's connection cap. Callers
+    under different limiters keep apart: together they could have more calls in flight than
+    either's connections, and the extra ones would wait for a connection while holding a slot."""
 
     origin: str
     transport: str  # "aiohttp", "httpx", "sim:ID" or "object:ID" (a transport object)
+    limiter: int  # the id of the ConcurrencyController
     connections: int
 
 
