@@ -223,9 +223,16 @@ class Route:
         entry = await self.pools.enter(self.key, self.open_client)
         try:
             client = entry.client
-            request = httpx.Request("POST", self._url, headers=self._headers, content=content)
+            request: httpx.Request | None = None
 
             async def attempt(lease: Lease) -> T:
+                # Built with the first slot, not before the wait for one: callers in line hold
+                # no request, and the first sends are not held up by the building of the rest's.
+                nonlocal request
+                if request is None:
+                    request = httpx.Request(
+                        "POST", self._url, headers=self._headers, content=content
+                    )
                 return read(await send(client, request, lease))
 
             return await self.gateway.call(
