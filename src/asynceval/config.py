@@ -3,6 +3,7 @@
 `Settings()` reads the process environment and `.env` in the working directory; keyword arguments
 override both. A bad value fails at construction with a `ConfigError` (a `ValueError`) whose message
 names the variable and the value. Settings are read at the edge (a run, the CLI) and passed inward.
+Layer 1 of DESIGN section 1: it imports errors and the kernel only; every layer may import it.
 """
 
 from __future__ import annotations

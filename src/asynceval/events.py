@@ -1,4 +1,5 @@
-"""Structured events: the one place event names and their fields live.
+"""Structured events: the one place event names and their fields live (layer 2 of DESIGN
+section 1: it imports config, errors and the kernel; every layer above may import it).
 
 Every state change of the call path and the engine is written as one JSON object per line by
 asynceval's own writer (`asynceval._eventlog`: rendered directly, structlog's renderer for the
