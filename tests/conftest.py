@@ -7,15 +7,18 @@ import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
 import pytest
+import uvicorn
 
 from asynceval import Settings, configure_logging
 from asynceval.runtime import set_process_default
+from asynceval.sim import SimConfig, SimProvider
 
 SETTING_VARS = [name.upper() for name in Settings.model_fields]
 
@@ -69,6 +72,46 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def asgi_server() -> Iterator[Callable[[Any], int]]:
+    """`asgi_server(app)` serves an ASGI app on a free loopback port for this test; its port."""
+    servers: list[tuple[uvicorn.Server, threading.Thread]] = []
+
+    def serve(app: Any) -> int:
+        port = free_port()
+        server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+        )
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        servers.append((server, thread))
+        deadline = time.monotonic() + 10
+        while not server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the loopback server did not start")
+            time.sleep(0.02)
+        return port
+
+    yield serve
+    for server, thread in servers:
+        server.should_exit = True
+        thread.join(5)
+
+
+@pytest.fixture
+def loopback(
+    asgi_server: Callable[[Any], int],
+) -> Callable[[SimConfig], tuple[str, SimProvider]]:
+    """`loopback(config)` serves a new SimProvider on 127.0.0.1 in this process (in-process
+    ASGI buffers whole responses, so streams need a real socket); (base URL .../v1, provider)."""
+
+    def start(config: SimConfig) -> tuple[str, SimProvider]:
+        sim = SimProvider(config)
+        return f"http://127.0.0.1:{asgi_server(sim)}/v1", sim
+
+    return start
 
 
 def start_sim_server(*args: str) -> tuple[str, subprocess.Popen[bytes]]:

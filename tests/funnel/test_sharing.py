@@ -5,15 +5,12 @@ across callers, and a transport object that stays its owner's."""
 from __future__ import annotations
 
 import json
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 import httpx
 import pytest
-import uvicorn
 from httpx_aiohttp import AiohttpTransport
 
 from asynceval import OpenAIChatModel, Runtime, Settings, http_client
@@ -21,17 +18,9 @@ from asynceval.funnel import endpoint_of
 from asynceval.limits import ConcurrencyController
 from asynceval.sim import SimConfig, SimProvider
 
-from ..conftest import free_port
+from ..llm.test_direct_send import ANSWER
 
-ANSWER = {
-    "id": "x",
-    "object": "chat.completion",
-    "model": "m",
-    "choices": [
-        {"index": 0, "message": {"role": "assistant", "content": "4"}, "finish_reason": "stop"}
-    ],
-    "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
-}
+LoopBack = Callable[[SimConfig], tuple[str, SimProvider]]
 
 
 @pytest.mark.parametrize(
@@ -88,21 +77,10 @@ class _CookieServer:
 
 
 @pytest.fixture
-def cookie_server() -> Iterator[tuple[str, _CookieServer]]:
+def cookie_server(asgi_server: Callable[[Any], int]) -> tuple[str, _CookieServer]:
     app = _CookieServer()
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
     # localhost, not 127.0.0.1: aiohttp keeps no cookies for hosts that are IP addresses
-    yield f"http://localhost:{port}/v1", app
-    server.should_exit = True
-    thread.join(5)
+    return f"http://localhost:{asgi_server(app)}/v1", app
 
 
 async def test_no_caller_gets_another_callers_cookies(
@@ -131,29 +109,12 @@ async def test_no_caller_gets_another_callers_cookies(
     assert [cookie for _, cookie in app.seen] == [None, None, None, None]
 
 
-def _loopback_sim(config: SimConfig) -> tuple[str, SimProvider, Callable[[], None]]:
-    sim = SimProvider(config)
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(sim, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-
-    def stop() -> None:
-        server.should_exit = True
-        thread.join(5)
-
-    return f"http://127.0.0.1:{port}/v1", sim, stop
-
-
-async def test_a_transport_object_given_to_a_model_stays_open_after_aclose() -> None:
+async def test_a_transport_object_given_to_a_model_stays_open_after_aclose(
+    loopback: LoopBack,
+) -> None:
     """The caller made it, the caller closes it: the model's `aclose()` (and a run's end)
     closes the pool around it, not the transport, so the model keeps working."""
-    url, sim, stop = _loopback_sim(SimConfig(latency=0))
+    url, sim = loopback(SimConfig(latency=0))
     transport = AiohttpTransport()
     try:
         async with Runtime(Settings()):
@@ -164,32 +125,30 @@ async def test_a_transport_object_given_to_a_model_stays_open_after_aclose() -> 
             await model.aclose()
     finally:
         await transport.aclose()
-        stop()
     assert (first.text, second.text) == ("4", "6")
     assert sim.stats()["requests"] == 2
 
 
-async def test_callers_under_two_limiters_do_not_queue_for_each_others_connections() -> None:
+async def test_callers_under_two_limiters_do_not_queue_for_each_others_connections(
+    loopback: LoopBack,
+) -> None:
     """A model with a limiter of its own and SDK calls under the runtime's (both 5) keep their
     own pools: 10 calls go out at once, as the provider's own count shows, where one shared
     pool of 5 connections would hold half of them back while they held their slots."""
-    url, sim, stop = _loopback_sim(SimConfig(latency=0.5))
-    try:
-        async with Runtime(Settings(max_concurrent_llm_calls=5)):
-            model = OpenAIChatModel("sim", base_url=url, controller=ConcurrencyController(5))
-            async with http_client() as client, anyio.create_task_group() as tg:
-                for n in range(5):
-                    tg.start_soon(model.generate, f"What is {n} + 1?")
-                    tg.start_soon(
-                        lambda n=n: client.post(
-                            f"{url}/chat/completions",
-                            json={
-                                "model": "sim",
-                                "messages": [{"role": "user", "content": f"What is {n} + 2?"}],
-                            },
-                        )
+    url, sim = loopback(SimConfig(latency=0.5))
+    async with Runtime(Settings(max_concurrent_llm_calls=5)):
+        model = OpenAIChatModel("sim", base_url=url, controller=ConcurrencyController(5))
+        async with http_client() as client, anyio.create_task_group() as tg:
+            for n in range(5):
+                tg.start_soon(model.generate, f"What is {n} + 1?")
+                tg.start_soon(
+                    lambda n=n: client.post(
+                        f"{url}/chat/completions",
+                        json={
+                            "model": "sim",
+                            "messages": [{"role": "user", "content": f"What is {n} + 2?"}],
+                        },
                     )
-            await model.aclose()
-    finally:
-        stop()
+                )
+        await model.aclose()
     assert sim.stats()["max_in_flight"] == 10
