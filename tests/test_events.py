@@ -91,3 +91,21 @@ def test_log_file_appends_and_level_filters(tmp_path: Path) -> None:
     configure_logging(Settings(), stream=io.StringIO())  # closes the file it opened
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert [line["event"] for line in lines] == ["earlier", "timeout"]
+
+
+async def test_configure_logging_without_settings_takes_the_current_runtimes(
+    tmp_path: Path,
+) -> None:
+    """Event output sits below the runtime and never imports it: the runtime installs where the
+    settings in force come from, so `configure_logging()` inside `async with Runtime(...)` takes
+    that runtime's LOG_FILE and LOG_LEVEL, not the environment's defaults."""
+    from asynceval import Runtime
+
+    log_file = tmp_path / "events.jsonl"
+    async with Runtime(Settings(log_level="WARNING", log_file=str(log_file))):
+        configure_logging()
+        events.emit("an_info", level="info")
+        events.emit("a_warning", level="warning")
+        events.flush()
+    names = [json.loads(line)["event"] for line in log_file.read_text().splitlines()]
+    assert names == ["a_warning"]

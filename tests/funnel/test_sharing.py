@@ -152,3 +152,18 @@ async def test_callers_under_two_limiters_do_not_queue_for_each_others_connectio
                 )
         await model.aclose()
     assert sim.stats()["max_in_flight"] == 10
+
+
+async def test_a_transport_keeps_a_bounded_number_of_routes() -> None:
+    """An agent's HTTP tool on `http_client()` may fetch from many sites: the transport keeps
+    at most MAX_ROUTES of them (the oldest goes), and each request still gets its answer."""
+    from asynceval.interop import FunnelTransport
+    from asynceval.interop._transport import MAX_ROUTES
+
+    inner = httpx.MockTransport(lambda request: httpx.Response(200, json=ANSWER))
+    transport = FunnelTransport(inner)
+    async with Runtime(Settings()), httpx.AsyncClient(transport=transport) as client:
+        answers = [await client.get(f"http://site-{n}.test/page") for n in range(MAX_ROUTES + 6)]
+    assert [a.status_code for a in answers] == [200] * (MAX_ROUTES + 6)
+    assert len(transport._routes) == MAX_ROUTES
+    assert "http://site-0.test" not in transport._routes  # the oldest went first

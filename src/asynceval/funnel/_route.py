@@ -95,7 +95,6 @@ class Route:
     __slots__ = (
         "_cache_url",
         "_headers",
-        "_origin",
         "_sim",
         "_sim_path",
         "_transport",
@@ -119,7 +118,7 @@ class Route:
         import httpx  # built once per caller and runtime: not at `import asynceval`
 
         parsed = httpx.URL(url)
-        self._origin = origin = origin_of(parsed)
+        origin = origin_of(parsed)
         self.gateway = Gateway.for_runtime(runtime, endpoint_of(parsed), own)
         self._url = url
         self._headers = dict(headers or {})
@@ -160,7 +159,9 @@ class Route:
         if self._sim is not None:  # a transport's request to the embedded simulator (streams)
             transport = httpx.ASGITransport(app=self._sim)
         assert transport is not None
-        return create_client(base_url=self._origin, limit=self.key.connections, transport=transport)
+        return create_client(
+            base_url=self.key.origin, limit=self.key.connections, transport=transport
+        )
 
     def post(
         self,
