@@ -82,8 +82,14 @@ class Settings(BaseSettings):
     llm_cache_dir: str | None = None
     """A folder: the model-call cache, which keeps every successful answer and answers an identical
     call from it; unset = no cache (`--cache DIR`, `--no-cache` on the command line)."""
+    llm_cache_max_bytes: int | None = None
+    """At least 1: the most bytes of answers the model-call cache keeps; beyond it the least
+    recently used entries are evicted; unset = no bound."""
     max_parallel_tools: int = 5
     """At least 1: tool calls run at once within one agent turn."""
+    loop_block_warn_s: float = 1.0
+    """Seconds, > 0: an async agent that keeps the event loop from running for longer (a
+    `time.sleep`, a blocking client) gets a `loop_blocked` WARNING naming it and how long."""
     run_gc_threshold: int = 10_000
     """At least 0: CPython's young-generation collector threshold while runs go (the default 700
     walks the run's live repetitions every few of them); the thresholds found are put back when the
@@ -120,6 +126,7 @@ class Settings(BaseSettings):
         "max_parallel_tools",
         "llm_requests_per_minute",
         "llm_tokens_per_minute",
+        "llm_cache_max_bytes",
     )
     @classmethod
     def _at_least_one(cls, value: int | None, info: Any) -> int | None:
@@ -134,7 +141,13 @@ class Settings(BaseSettings):
             raise ValueError(f"RUN_GC_THRESHOLD must be >= 0 (0: leave the collector), got {value}")
         return value
 
-    @field_validator("retry_initial_delay", "retry_max_delay", "llm_call_timeout", "task_timeout")
+    @field_validator(
+        "retry_initial_delay",
+        "retry_max_delay",
+        "llm_call_timeout",
+        "task_timeout",
+        "loop_block_warn_s",
+    )
     @classmethod
     def _positive(cls, value: float | None, info: Any) -> float | None:
         if value is not None and not value > 0:
@@ -209,7 +222,7 @@ class Settings(BaseSettings):
         return data
 
 
-_PREFIXES = ("MAX_", "RETRY_", "LLM_", "LOG_", "TASK_", "BATCHING_", "RUN_GC_")
+_PREFIXES = ("MAX_", "RETRY_", "LLM_", "LOG_", "LOOP_", "TASK_", "BATCHING_", "RUN_GC_")
 
 
 def _warn_unknown(environ: Mapping[str, str]) -> None:
