@@ -78,6 +78,10 @@ JUDGE_DIMENSION_FAILED = "judge_dimension_failed"
 STRUCTURED_OUTPUT_FALLBACK = "structured_output_fallback"
 CACHE_HIT = "cache_hit"
 CACHE_STORE_FAILED = "cache_store_failed"
+JOURNAL_HIT = "journal_hit"
+LOOP_BLOCKED = "loop_blocked"
+TASKS_LEFT_RUNNING = "tasks_left_running"
+RUN_LOCK_TAKEN_OVER = "run_lock_taken_over"
 
 
 # The three events of every call are one dict literal each: they are written per call.
@@ -136,6 +140,36 @@ def cache_hit(
     entry's first 16 hex digits."""
     fields = {"agent": agent, "dimension": dimension, "call_id": call_id}
     _write("info", CACHE_HIT, {**fields, "url": url, "key": key})
+
+
+def journal_hit(
+    *, agent: str | None, dimension: str | None, call_id: str, url: str, key: str
+) -> None:
+    """A call of a resumed repetition answered from the run's call journal (the answer it had
+    before the run was interrupted): no slot taken, nothing sent; `key` as for `cache_hit`."""
+    fields = {"agent": agent, "dimension": dimension, "call_id": call_id}
+    _write("info", JOURNAL_HIT, {**fields, "url": url, "key": key})
+
+
+def loop_blocked(*, agent: str | None, blocked_s: float, threshold_s: float) -> None:
+    """The event loop did not run for `blocked_s` (more than LOOP_BLOCK_WARN_S) while `agent`
+    (an async agent) had it: a blocking call (`time.sleep`, a sync client) stalls every other
+    repetition and makes their calls time out."""
+    fields = {"agent": agent, "blocked_s": round(blocked_s, 6), "threshold_s": threshold_s}
+    _write("warning", LOOP_BLOCKED, fields)
+
+
+def tasks_left_running(*, agent: str | None, count: int, tasks: list[str]) -> None:
+    """An agent started `count` asyncio tasks and left them running when its repetition ended:
+    they are cancelled now; `tasks` names them."""
+    _write("warning", TASKS_LEFT_RUNNING, {"agent": agent, "count": count, "tasks": tasks})
+
+
+def run_lock_taken_over(*, directory: str, pid: int, host: str, started_at: str | None) -> None:
+    """A run directory's lock was left by a process that is no longer running (killed): this
+    run takes it over."""
+    fields = {"directory": directory, "pid": pid, "host": host, "started_at": started_at}
+    _write("warning", RUN_LOCK_TAKEN_OVER, fields)
 
 
 def cache_store_failed(*, directory: str, error: str) -> None:
