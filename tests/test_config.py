@@ -14,7 +14,7 @@ def test_defaults_match_the_contract() -> None:
     assert (s.retry_max_attempts, s.batching_enabled, s.llm_call_timeout) == (3, False, 120.0)
     assert (s.max_concurrent_tasks, s.task_timeout, s.max_parallel_tools) == (32, None, 5)
     assert s.llm_requests_per_minute is None and s.llm_tokens_per_minute is None
-    assert (s.log_level, s.log_format, s.log_file) == ("INFO", "json", None)
+    assert (s.log_level, s.log_format, s.log_file) == (None, "json", None)  # WARNING on stderr
 
 
 def test_environment_then_dotenv_then_constructor(

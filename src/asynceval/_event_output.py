@@ -38,7 +38,8 @@ _bound: ContextVar[dict[str, Any]] = ContextVar("asynceval_bound", default={})  
 
 
 def configure_logging(settings: Settings | None = None, *, stream: TextIO | None = None) -> None:
-    """Set up asynceval's own event output: JSON (or console) lines at LOG_LEVEL.
+    """Set up asynceval's own event output: JSON (or console) lines at LOG_LEVEL (unset: INFO
+    to a stream or LOG_FILE, WARNING to stderr).
 
     Lines go to `stream` if given (written and flushed per line), else appended to LOG_FILE
     (unbuffered; the lines of one event-loop turn in one write at its end, so a crash loses at
@@ -50,8 +51,10 @@ def configure_logging(settings: Settings | None = None, *, stream: TextIO | None
         settings = _settings_in_force()
     if stream is None and settings.log_file:
         configure_onto(settings, AppendOnlyFile(settings.log_file), owned=True)
+    elif stream is None:  # stderr: an unset LOG_LEVEL means WARNING and up
+        configure_onto(settings, sys.stderr, owned=False, unset_level="WARNING")
     else:
-        configure_onto(settings, stream if stream is not None else sys.stderr, owned=False)
+        configure_onto(settings, stream, owned=False)
 
 
 def settings_from(source: Callable[[], Settings]) -> None:
@@ -66,14 +69,21 @@ def _settings_in_force() -> Settings:
     return _settings_source() if _settings_source is not None else Settings()
 
 
-def configure_onto(settings: Settings, output: TextIO | AppendOnlyFile, *, owned: bool) -> None:
+def configure_onto(
+    settings: Settings,
+    output: TextIO | AppendOnlyFile,
+    *,
+    owned: bool,
+    unset_level: str = "INFO",
+) -> None:
     """`configure_logging` onto `output` (the CLI hands over its own AppendOnlyFile, whose
-    `error` it watches); `owned`: close it when replaced or at exit."""
+    `error` it watches); `owned`: close it when replaced or at exit; `unset_level`: the level
+    when LOG_LEVEL is unset (INFO to a file or a stream given, WARNING to stderr)."""
     global _log_out, _owned
     register_secret(settings.llm_api_key)
     log = EventLog(
         output,
-        settings.log_level,
+        settings.log_level or unset_level,
         console=settings.log_format == "console",
         on_error=_lines_lost,
     )

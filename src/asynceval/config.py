@@ -94,8 +94,9 @@ class Settings(BaseSettings):
     """At least 0: CPython's young-generation collector threshold while runs go (the default 700
     walks the run's live repetitions every few of them); the thresholds found are put back when the
     last run ends; 0 = leave the collector alone."""
-    log_level: LogLevel = "INFO"
-    """The lowest level of asynceval's events written to LOG_FILE or stderr."""
+    log_level: LogLevel | None = None
+    """The lowest level of asynceval's events written to LOG_FILE or stderr; unset = WARNING on
+    stderr, INFO in a LOG_FILE or a run directory's `events.jsonl`."""
     log_format: LogFormat = "json"
     """`json` (one object per line) or `console` (structlog's renderer, for people)."""
     log_file: str | None = None
@@ -157,7 +158,7 @@ class Settings(BaseSettings):
     @field_validator("log_level", mode="before")
     @classmethod
     def _upper_level(cls, value: Any) -> Any:
-        return value.upper() if isinstance(value, str) else value
+        return (value.strip().upper() or None) if isinstance(value, str) else value
 
     @field_validator("log_format", "llm_http_transport", mode="before")
     @classmethod
