@@ -145,10 +145,28 @@ def request_errors() -> Iterator[None]:
             if isinstance(exc, httpx.DecodingError):
                 raise MalformedResponse(f"undecodable body: {exc}") from exc
             if isinstance(exc, httpx.RequestError):
-                raise ProviderConnectionError(f"{type(exc).__name__}: {exc}") from exc
+                raise ProviderConnectionError(_connection_failure(exc)) from exc
         # aiohttp errors the httpx-aiohttp transport does not translate (a garbled status line
         # or header) are connection-level failures too; the same holds for its import.
         aiohttp = sys.modules.get("aiohttp")
         if aiohttp is not None and isinstance(exc, aiohttp.ClientError):
-            raise ProviderConnectionError(f"{type(exc).__name__}: {exc}") from exc
+            raise ProviderConnectionError(_connection_failure(exc)) from exc
         raise
+
+
+def _connection_failure(exc: Exception) -> str:
+    """`Type: message` for a failure to reach the provider, named for what happened: a refused
+    connection is `ConnectError: connection refused`, although httpx-aiohttp raises every
+    aiohttp connection error, refusals included, as `httpx.ConnectTimeout`."""
+    name = type(exc).__name__
+    aiohttp = sys.modules.get("aiohttp")
+    cause: BaseException | None = exc
+    seen: set[int] = set()
+    while cause is not None and id(cause) not in seen:  # the OS's error, under the wrappers
+        if isinstance(cause, ConnectionRefusedError):
+            return f"ConnectError: connection refused ({exc})"
+        if aiohttp is not None and isinstance(cause, aiohttp.ClientConnectorError):
+            name = "ConnectError"  # could not connect; a timeout would be ServerTimeoutError
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return f"{name}: {exc}"
