@@ -63,3 +63,26 @@ def test_a_refused_connection_is_called_a_refused_connection_not_a_timeout(
     errors = [json.loads(line)["error"]["message"] for line in lines[1:]]
     assert len(errors) == 1, (done.stderr, lines)
     assert "ConnectError: connection refused" in errors[0] and "Timeout" not in errors[0]
+
+
+NO_AGENTS = """
+from asynceval import Benchmark, Task
+
+
+class NoAgents(Benchmark):
+    def default_tasks(self):
+        return [Task(query="q", id="t")]
+"""
+
+
+@pytest.mark.parametrize("target", ["no_agents.py", "no_agents.py:NoAgents"])
+def test_a_benchmark_without_setup_agents_is_named_with_what_it_lacks(
+    tmp_path: Path, target: str
+) -> None:
+    (tmp_path / "no_agents.py").write_text(NO_AGENTS)
+    done = asynceval("run", target, "--out", "o", cwd=tmp_path)
+    assert _one_line(done).startswith(
+        f"asynceval run: '{target}': the Benchmark class NoAgents cannot be built: "
+        "it does not define setup_agents"
+    )
+    assert not (tmp_path / "o").exists()

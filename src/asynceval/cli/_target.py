@@ -39,15 +39,17 @@ def load_benchmark(target: str) -> Benchmark:
         return _instantiate(getattr(module, attr), target)
     if hasattr(module, "benchmark"):
         return _instantiate(module.benchmark, target)
-    defined = [
+    subclasses = [
         obj
         for obj in vars(module).values()
         if inspect.isclass(obj)
         and issubclass(obj, Benchmark)
         and obj is not Benchmark
         and obj.__module__ == module.__name__
-        and not inspect.isabstract(obj)
     ]
+    defined = [obj for obj in subclasses if not inspect.isabstract(obj)]
+    if not defined and subclasses:  # the person's Benchmark lacks a method it must define
+        raise CLIError(f"{target!r}: " + "; ".join(_cannot_build(c) for c in subclasses))
     if len(defined) != 1:
         names = ", ".join(sorted(c.__name__ for c in defined)) or "none"
         raise CLIError(
@@ -133,6 +135,8 @@ def _instantiate(obj: Any, target: str) -> Benchmark:
         raise CLIError(f"{target!r}: {obj.__name__} is not a Benchmark subclass")
     if not callable(obj):
         raise CLIError(f"{target!r}: {type(obj).__name__} is not a Benchmark")
+    if inspect.isclass(obj) and inspect.isabstract(obj):
+        raise CLIError(f"{target!r}: {_cannot_build(obj)}")
     try:
         made = obj()
     except TypeError as exc:
@@ -142,3 +146,18 @@ def _instantiate(obj: Any, target: str) -> Benchmark:
     if not isinstance(made, Benchmark):
         raise CLIError(f"{target!r}: the factory returned {type(made).__name__}, not a Benchmark")
     return made
+
+
+def _cannot_build(cls: type) -> str:
+    """Why a Benchmark class with abstract methods cannot be built, naming the methods."""
+    missing = sorted(getattr(cls, "__abstractmethods__", ()))
+    hint = (
+        " (async def setup_agents(self, agent_data, environment, task, user) returns the "
+        "agents of a repetition)"
+        if missing == ["setup_agents"]
+        else ""
+    )
+    return (
+        f"the Benchmark class {cls.__name__} cannot be built: it does not define "
+        f"{', '.join(missing)}{hint}"
+    )
