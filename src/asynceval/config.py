@@ -2,13 +2,16 @@
 
 `Settings()` reads the process environment and `.env` in the working directory; keyword arguments
 override both. A bad value fails at construction with a `ConfigError` (a `ValueError`) whose message
-names the variable and the value. Settings are read at the edge (a run, the CLI) and passed inward.
+names the variable and the value, and so does a `.env` that cannot be read as text; a name in
+either that looks like a setting but is none gets an `UnknownSettingWarning` naming the closest.
+Settings are read at the edge (a run, the CLI) and passed inward.
 Layer 1 of DESIGN section 1: it imports errors and the kernel only; every layer may import it.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 import warnings
 from collections.abc import Mapping
@@ -70,8 +73,8 @@ class Settings(BaseSettings):
     """At least 1: no 60 s window sends more tokens (prompt + max_tokens charged when sent,
     corrected to the usage reported); unset = no limit."""
     llm_base_url: str | None = None
-    """An http(s) URL ending in `/v1`, with no credentials in it (`https://api.openai.com/v1`);
-    unset = the embedded simulated provider."""
+    """An http(s) URL ending in `/v1`, with no credentials, query string or fragment in it
+    (`https://api.openai.com/v1`); unset = the embedded simulated provider."""
     llm_api_key: SecretStr | None = None
     """The provider's API key: a secret, never logged nor written to a results file."""
     llm_model: str | None = None
@@ -104,11 +107,12 @@ class Settings(BaseSettings):
     stderr."""
 
     def __init__(self, **values: Any) -> None:
+        in_files = _dotenv_names(values)  # first: a file that is not text is one line, here
         try:
             super().__init__(**values)
         except ValidationError as exc:
             raise ConfigError(_explain(exc)) from exc
-        _warn_unknown(os.environ)
+        _warn_unknown(os.environ, in_files)
 
     @field_validator("max_concurrent_llm_calls")
     @classmethod
@@ -180,6 +184,13 @@ class Settings(BaseSettings):
             raise ValueError(
                 "LLM_BASE_URL must not hold credentials (user:password@): set LLM_API_KEY instead"
             )
+        if "?" in value or "#" in value:  # every call would go to a wrong URL (a 404 each)
+            base = value.split("?", 1)[0].split("#", 1)[0]  # never the query: it may hold a key
+            raise ValueError(
+                "LLM_BASE_URL must have no query string (?...) or fragment (#...): the API's "
+                f"paths are added to it; give the base alone, such as {base}, and a key in "
+                "LLM_API_KEY"
+            )
         return value
 
     @field_validator("llm_cache_dir")
@@ -224,23 +235,108 @@ class Settings(BaseSettings):
 
 
 _PREFIXES = ("MAX_", "RETRY_", "LLM_", "LOG_", "LOOP_", "TASK_", "BATCHING_", "RUN_GC_")
+_KNOWN = tuple(name.upper() for name in Settings.model_fields)
+# The registry of the unknown-name warnings (as a module's __warningregistry__ is): each is shown
+# once per process under the default filter, however many Settings are built.
+_WARNED: dict[Any, Any] = {}
 
 
-def _warn_unknown(environ: Mapping[str, str]) -> None:
-    """A warning for each variable with one of our prefixes that no setting knows (a typo such
-    as MAX_CONCURENT_LLM_CALLS would otherwise be ignored in silence), naming the closest one."""
-    known = [name.upper() for name in Settings.model_fields]
-    for name in sorted(environ):
-        if name.startswith(_PREFIXES) and name not in known:
-            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]}?" if close else ""
-            warnings.warn(
-                f"{name} is not an asynceval setting{hint}", UnknownSettingWarning, stacklevel=3
+def _dotenv_names(values: Mapping[str, Any]) -> dict[str, str]:
+    """Each name set in the `.env` file(s) these Settings read, with where (`.env line 3`).
+
+    The files are those pydantic-settings reads (`_env_file=` or `model_config`), parsed with
+    python-dotenv's own parser, as pydantic-settings does; only regular files (a FIFO can be read
+    once, and pydantic-settings reads it). A file that cannot be read, or is not text in its
+    encoding, is a ConfigError naming it, never a traceback; its content is never repeated."""
+    files = values.get("_env_file", Settings.model_config.get("env_file"))
+    encoding = values.get("_env_file_encoding") or Settings.model_config.get(
+        "env_file_encoding", "utf-8"
+    )
+    if files is None:
+        return {}
+    if isinstance(files, str | os.PathLike):
+        files = [files]
+    from dotenv.parser import parse_stream  # pydantic-settings' own dependency
+
+    names: dict[str, str] = {}
+    for file in files:
+        path = os.path.expanduser(os.fspath(file))
+        if not os.path.isfile(path):
+            continue
+        try:
+            with open(path, encoding=encoding) as stream:
+                for binding in parse_stream(stream):
+                    if binding.key is not None:
+                        names.setdefault(binding.key, f"{path} line {binding.original.line}")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"{path}: not {encoding.upper()} text ({exc.reason} at byte {exc.start}), so "
+                f"the settings in it cannot be read; save it as {encoding.upper()}"
+            ) from None
+        except OSError as exc:
+            raise ConfigError(
+                f"{path}: cannot read the settings in it: {exc.strerror or exc}"
+            ) from None
+    return names
+
+
+def _warn_unknown(environ: Mapping[str, str], in_files: Mapping[str, str]) -> None:
+    """A warning for each name in the environment or a `.env` file that looks like a setting
+    (one of our prefixes, or within two edits of a setting's name) but is none: a typo such as
+    MAX_CONCURENT_LLM_CALLS would otherwise be ignored in silence. It names the closest
+    setting; each is shown once per process (the default filter)."""
+    found = [(name, "environment") for name in sorted(environ)] + list(in_files.items())
+    for name, source in found:
+        upper = name.upper()
+        if upper in _KNOWN:
+            continue
+        close, near = _closest(upper)
+        if not (near or upper.startswith(_PREFIXES)):
+            continue
+        where = "" if source == "environment" else f" in {source}"
+        hint = f"; did you mean {close}?" if close else ""
+        warnings.warn_explicit(
+            f"{name}{where} is not an asynceval setting{hint}",
+            UnknownSettingWarning,
+            filename="<settings>",  # <...>: shown with no source line (it could hold a key)
+            lineno=0,
+            module=__name__,
+            registry=_WARNED,
+        )
+
+
+@functools.lru_cache(maxsize=1024)
+def _closest(name: str) -> tuple[str | None, bool]:
+    """The setting closest to `name` (None if none is close), and whether it is within two
+    edits (so `name` is taken for a misspelt setting, whatever its prefix)."""
+    distance, nearest = min((_edits(name, known, 3), known) for known in _KNOWN)
+    if distance <= 2:
+        return nearest, True
+    close = difflib.get_close_matches(name, _KNOWN, n=1, cutoff=0.6)
+    return (close[0] if close else None), False
+
+
+def _edits(a: str, b: str, cap: int) -> int:
+    """The Levenshtein distance between `a` and `b`, or `cap` if it is `cap` or more (only the
+    band of cells within `cap` of the diagonal is computed)."""
+    if abs(len(a) - len(b)) >= cap:
+        return cap
+    previous = list(range(len(b) + 1))
+    for i, char in enumerate(a, 1):
+        current = [i] + [cap] * len(b)
+        for j in range(max(1, i - cap), min(len(b), i + cap) + 1):
+            current[j] = min(
+                previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char != b[j - 1])
             )
+        if min(current) >= cap:
+            return cap
+        previous = current
+    return min(previous[-1], cap)
 
 
 class UnknownSettingWarning(UserWarning):
-    """An environment variable looks like an asynceval setting but is none (a typo)."""
+    """A name in the environment or `.env` looks like an asynceval setting but is none (a
+    typo)."""
 
 
 def _explain(exc: ValidationError) -> str:

@@ -86,3 +86,45 @@ def test_a_benchmark_without_setup_agents_is_named_with_what_it_lacks(
         "it does not define setup_agents"
     )
     assert not (tmp_path / "o").exists()
+
+
+def test_a_misspelt_setting_in_dotenv_is_one_warning_naming_the_closest(tmp_path: Path) -> None:
+    """`MAX_CONCURENT_LLM_CALLS` (one letter off) and `LOGFILE` (no prefix of ours, one edit
+    from LOG_FILE) would be ignored in silence: each is one warning line, shown once."""
+    (tmp_path / ".env").write_text(
+        "# limits\nMAX_CONCURENT_LLM_CALLS=1\nLOGFILE=run.log\nOPENAI_API_KEY=sk-x\n"
+    )
+    done = asynceval("run", ARITHMETIC, "--out", "o", "--quiet", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [
+        "asynceval: warning: MAX_CONCURENT_LLM_CALLS in .env line 2 is not an asynceval "
+        "setting; did you mean MAX_CONCURRENT_LLM_CALLS?",
+        "asynceval: warning: LOGFILE in .env line 3 is not an asynceval setting; "
+        "did you mean LOG_FILE?",
+    ]
+
+
+def test_a_dotenv_that_is_not_utf8_is_one_line_naming_it(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_bytes("LLM_MODEL=caf\xe9\n".encode("latin-1"))
+    done = asynceval("run", ARITHMETIC, "--out", "o", cwd=tmp_path)
+    assert _one_line(done) == (
+        "asynceval run: .env: not UTF-8 text (invalid continuation byte at byte 13), so the "
+        "settings in it cannot be read; save it as UTF-8"
+    )
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:9/v1?key=hunter22", "http://127.0.0.1:9/v1#hunter22"]
+)
+def test_a_base_url_with_a_query_or_fragment_is_refused_without_repeating_it(
+    tmp_path: Path, url: str
+) -> None:
+    """Every call would go to a wrong URL (a 404 each) while the run exits 0."""
+    done = asynceval("run", ARITHMETIC, "--out", "o", "--base-url", url, cwd=tmp_path)
+    line = _one_line(done)
+    assert line.startswith(
+        "asynceval run: LLM_BASE_URL must have no query string (?...) or fragment (#...)"
+    )
+    assert "http://127.0.0.1:9/v1" in line and "hunter22" not in line
+    assert not (tmp_path / "o").exists()
