@@ -249,8 +249,10 @@ def _dotenv_names(values: Mapping[str, Any]) -> dict[str, str]:
     once, and pydantic-settings reads it). A file that cannot be read, or is not text in its
     encoding, is a ConfigError naming it, never a traceback; its content is never repeated."""
     files = values.get("_env_file", Settings.model_config.get("env_file"))
-    encoding = values.get("_env_file_encoding") or Settings.model_config.get(
-        "env_file_encoding", "utf-8"
+    encoding: str = (
+        values.get("_env_file_encoding")
+        or Settings.model_config.get("env_file_encoding")
+        or "utf-8"
     )
     if files is None:
         return {}
