@@ -38,7 +38,8 @@ SURFACE: dict[str, list[str]] = {
         "RETRYABLE_STATUS_CODES", "AgentError", "AsyncEvalError", "AttemptTimeout", "BackendLost",
         "ConfigError", "EvaluationError", "LLMCallFailed", "LogFormatError", "MalformedResponse",
         "OpinionParseError", "ProviderConnectionError", "ProviderError", "RateLimited",
-        "RepetitionExpired", "RunFinished", "SetupError", "TaskEnvironmentError", "TaskError",
+        "RepetitionExpired", "RunFinished", "RunLocked", "SetupError", "TaskEnvironmentError",
+        "TaskError",
         "TaskSpecError", "TaskTimeoutError", "UserError",
     ],
     "asynceval.evaluation": [

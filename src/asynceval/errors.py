@@ -48,6 +48,7 @@ __all__ = [
     "RateLimited",
     "RepetitionExpired",
     "RunFinished",
+    "RunLocked",
     "SetupError",
     "TaskEnvironmentError",
     "TaskError",
@@ -66,6 +67,16 @@ class AsyncEvalError(Exception):
 
 class ConfigError(AsyncEvalError, ValueError):
     """Raised when a setting has a bad value; the message names the variable and the value."""
+
+
+class RunLocked(ConfigError):
+    """Raised when a results file (a run directory) is being written by another run: its
+    message names the holder's pid and host. Only one run writes a run at a time."""
+
+    def __init__(self, message: str, *, pid: int | None, host: str | None) -> None:
+        super().__init__(message)
+        self.pid = pid
+        self.host = host
 
 
 class TaskSpecError(AsyncEvalError, ValueError):

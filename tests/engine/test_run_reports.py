@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import glob
+import json
 import os
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -15,7 +16,7 @@ import pytest
 
 from asynceval import Benchmark, Task
 from asynceval.engine import REPORT_KEYS, RunReports, TaskQueue, read_records
-from asynceval.errors import TaskSpecError
+from asynceval.errors import RunLocked, TaskSpecError
 
 TEMPORARY_PATTERN = "asynceval-reports-*.jsonl"
 
@@ -147,8 +148,10 @@ async def test_a_second_run_into_the_same_file_returns_only_its_own_reports(
 
 async def test_a_resumed_run_returns_only_the_repetitions_it_ran(tmp_path: Path) -> None:
     path = tmp_path / "results.jsonl"
-    first = await Instant(n_task_repeats=2).run(tasks("a", "b"), results_path=path)
-    assert len(first) == 4
+    first = await Instant(n_task_repeats=2).run(tasks("a", "b", "c"), results_path=path)
+    assert len(first) == 6
+    lines = path.read_text().splitlines(keepends=True)  # as if killed before c's reports
+    path.write_text("".join(x for x in lines if json.loads(x).get("task_id") != "c"))
 
     bench = Instant(n_task_repeats=2)
     resumed = await bench.run(tasks("a", "b", "c"), results_path=path, resume=True)
@@ -291,35 +294,38 @@ async def test_a_run_with_duplicate_listed_task_ids_raises_before_any_file(
     assert temporary_files() == before
 
 
-async def test_two_runs_writing_one_file_at_once_each_return_only_their_own(
+async def test_a_second_run_on_a_file_another_run_writes_is_refused_naming_the_holder(
     tmp_path: Path,
 ) -> None:
     import anyio
 
     path = tmp_path / "shared.jsonl"
-    got: dict[str, RunReports] = {}
+    started = anyio.Event()
 
-    class Yielding(Instant):
+    class Slow(Instant):
         async def setup_agents(
             self, agent_data: Any, environment: Any, task: Task, user: Any
         ) -> Any:
             async def agent(query: Any) -> Any:
-                await anyio.sleep(0.001 * (int(query[3:]) % 5))  # "q-A7": the runs take turns
+                started.set()
+                await anyio.sleep(0.05)
                 return query
 
             return [agent], {}
 
-    async def run(prefix: str) -> None:
-        ids = [f"{prefix}{i}" for i in range(20)]
-        got[prefix] = await Yielding().run(tasks(*ids), results_path=path)
+    got: dict[str, RunReports] = {}
+
+    async def first() -> None:
+        got["A"] = await Slow().run(tasks(*[f"A{i}" for i in range(4)]), results_path=path)
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(run, "A")
-        tg.start_soon(run, "B")
-    order = "".join(r["task_id"][0] for r in read_records(path)[0] if "task_id" in r)
-    assert "AB" in order and "BA" in order, order  # the two runs' lines really interleave
-    for prefix in ("A", "B"):
-        assert pairs(got[prefix]) == {(f"{prefix}{i}", 0) for i in range(20)}
+        tg.start_soon(first)
+        await started.wait()
+        with pytest.raises(RunLocked, match=rf"pid {os.getpid()} on "):
+            await Instant().run(tasks("B0"), results_path=path)
+    assert pairs(got["A"]) == {(f"A{i}", 0) for i in range(4)}
+    assert {r.get("task_id") for r in read_records(path)[0]} == {None, "A0", "A1", "A2", "A3"}
+    await Instant().run(tasks("B0"), results_path=path)  # free again once the first ended
 
 
 async def test_a_copy_or_a_pickle_is_a_plain_list_that_outlives_the_temporary_file(

@@ -256,6 +256,8 @@ class Benchmark(ABC):
         resume: bool = False,
         collect: bool = True,
         backend: Backend | None = None,
+        run_id: str | None = None,
+        journal: bool | None = None,
     ) -> RunReports:
         """Run every task `n_task_repeats` times and return the reports.
 
@@ -268,6 +270,13 @@ class Benchmark(ABC):
         many there are; `collect=False` returns none (they are still written to `results_path`).
         `backend` runs the repetitions elsewhere (`asynceval.distributed.DaskBackend`: a Dask
         cluster); the queue, results file, callbacks and summary stay here.
+
+        One run writes a results file at a time: `results_path` is locked for the run (a lock
+        held by another run raises `RunLocked`). A file that is not a results file is refused
+        (ConfigError), and so is resuming one written by another benchmark or for another task
+        set. `run_id` names the run (default: a new one, its UTC start and 8 hex digits).
+        `journal` keeps every successful LLM call of the run beside `results_path` so that a
+        resumed repetition replays the calls it had finished (default: on with a results_path).
         """
         run = Run(
             self,
@@ -278,6 +287,8 @@ class Benchmark(ABC):
             resume=resume,
             collect=collect,
             backend=backend,
+            run_id=run_id,
+            journal=journal,
         )
         self.reports = await run.execute()
         return self.reports

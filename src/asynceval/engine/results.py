@@ -28,6 +28,7 @@ from .._jsonfast import encoder
 from .._redact import may_hold_secret, scrub_value
 from .._writer import AppendOnlyFile, Writer
 from .._writer import writer as process_writer
+from ..errors import ConfigError
 
 
 def _json_default(value: Any) -> Any:
@@ -138,6 +139,25 @@ def read_records(path: str | PathLike[str]) -> tuple[list[dict[str, Any]], int]:
         else:
             records.append(record)
     return records, damaged
+
+
+def read_header(path: str | PathLike[str]) -> dict[str, Any] | None:
+    """The first header of the results file at `path`: None when there is no file or it holds
+    nothing yet. A file whose first line is not a run header is not a results file: ConfigError
+    (a run never appends to it)."""
+    try:
+        for number, _, value in json_lines(path):
+            if isinstance(value, dict) and value.get("type") == "header":
+                return value
+            raise ConfigError(
+                f"{os.fspath(path)} is not an asynceval results file (line {number} is not a "
+                "run header); nothing was written to it"
+            )
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise ConfigError(f"{os.fspath(path)} is a folder, not a results file") from None
+    return None
 
 
 def successful_pairs(path: str | PathLike[str]) -> set[tuple[str, int]]:

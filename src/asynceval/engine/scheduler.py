@@ -10,6 +10,7 @@ far, then the task's TimeoutAction may run it once more. Infrastructure failures
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import secrets
@@ -33,14 +34,15 @@ from .._version import __version__
 from ..errors import BackendLost, ConfigError, TaskSpecError
 from ..limits import ConcurrencyController
 from ..runtime import RunGcThreshold, Runtime
+from . import run_lock
 from ._run_inputs import QueueArg, TaskSource, agent_data_resolver, checked_ids, make_queue
 from .backend import Backend, Session
 from .callbacks import CallbackRunner
 from .repetition import Repetitions, Unit
-from .results import ResultsFile, successful_reports
+from .results import ResultsFile, read_header, successful_reports
 from .run_reports import RunReports, remove_file
 from .seen_ids import SeenIds
-from .task import duplicate_message
+from .task import as_task, duplicate_message
 from .threads import ThreadRunner, threads_scope
 
 if TYPE_CHECKING:
@@ -67,10 +69,12 @@ class Run:
         resume: bool,
         collect: bool,
         backend: Backend | None = None,
+        run_id: str | None = None,
+        journal: bool | None = None,
     ) -> None:
         self.bench = benchmark
         self.backend = backend
-        self.run_id = new_run_id()
+        self.run_id = _checked_run_id(run_id) if run_id is not None else new_run_id()
         self._session: Session | None = None
         self._backend_error: BackendLost | None = None
         self._cancel_all = anyio.CancelScope()
@@ -79,12 +83,17 @@ class Run:
         self.max_tasks = benchmark.max_concurrent_tasks or self.settings.max_concurrent_tasks
         self.n_tasks = len(tasks) if hasattr(tasks, "__len__") else None  # type: ignore[arg-type]
         tasks = checked_ids(tasks)
+        # What a resume checks the results file against: which benchmark, which tasks.
+        self.task_set = task_set_of(tasks) if results_path is not None else None
         self._agent_data_for = agent_data_resolver(tasks, agent_data)
         self.queue = make_queue(tasks, queue)
         self.results_path = results_path
         self.resume = resume
         if resume and results_path is None:
             raise ConfigError("resume=True needs a results_path to resume from")
+        if journal and results_path is None:
+            raise ConfigError("journal=True needs a results_path (the journal is kept beside it)")
+        self.journal = results_path is not None if journal is None else journal
         self.collect = collect
         self.reports = RunReports.empty()
         self._temporary: str | None = None  # the results file of a run given none, if it collects
@@ -105,6 +114,21 @@ class Run:
     async def execute(self) -> RunReports:
         """Run to the end with the runtime bound, a portal for sync code and the run's threads;
         the connection pools the run opened are closed at its end."""
+        if self.results_path is None:
+            return await self._execute_bound()
+        with run_lock.hold(self.results_path) as lock:  # RunLocked: another run writes it
+            if lock is not None and lock.taken_over is not None:
+                left = lock.taken_over
+                events.ensure_logging(self.settings)
+                events.run_lock_taken_over(
+                    directory=os.path.dirname(lock.results_path),
+                    pid=left.pid or 0,
+                    host=left.host or "",
+                    started_at=left.started_at,
+                )
+            return await self._execute_bound()
+
+    async def _execute_bound(self) -> RunReports:
         runtime = self.runtime
         events.ensure_logging(self.settings)
         token = runtime.bind()
@@ -135,9 +159,12 @@ class Run:
     async def _execute(self, controller: ConcurrencyController) -> RunReports:
         settings = self.settings
         self.bench.registry.benchmark_config = self.bench.gather_config()
-        if self.resume and self.results_path is not None:
-            self._prior = await anyio.to_thread.run_sync(successful_reports, self.results_path)
-            self._done = set(self._prior)
+        if self.results_path is not None:
+            header = await anyio.to_thread.run_sync(read_header, self.results_path)
+            if self.resume:
+                self._check_resumable(header)
+                self._prior = await anyio.to_thread.run_sync(successful_reports, self.results_path)
+                self._done = set(self._prior)
         started = time.monotonic()
         async with AsyncExitStack() as backend_stack:
             if self.backend is not None:
@@ -199,6 +226,32 @@ class Run:
         await self.callbacks.fire("on_run_end", self.bench, self.reports)
         return self.reports
 
+    def _check_resumable(self, header: Mapping[str, Any] | None) -> None:
+        """Refuse to resume a results file of another benchmark or another task set (a file that
+        is not a results file was refused by `read_header`)."""
+        if header is None:
+            return  # nothing written yet: there is nothing to mix up
+        path = os.fspath(self.results_path or "")
+        ours = type(self.bench).__qualname__
+        theirs = header.get("benchmark")
+        if isinstance(theirs, str) and theirs != ours:
+            raise ConfigError(
+                f"{path} holds a run of benchmark {theirs}, not {ours}: resume it with the "
+                "benchmark that wrote it, or write this run elsewhere"
+            )
+        recorded = header.get("task_set")
+        if (
+            isinstance(recorded, Mapping)
+            and self.task_set is not None
+            and recorded.get("ids_sha256") != self.task_set["ids_sha256"]
+        ):
+            raise ConfigError(
+                f"{path} holds a run of another task set ({recorded.get('count')} tasks, ids "
+                f"{str(recorded.get('ids_sha256'))[:12]}...; these are {self.task_set['count']}, "
+                f"{self.task_set['ids_sha256'][:12]}...): resume it with the tasks it was run "
+                "with, or write this run elsewhere"
+            )
+
     def _run_key(self) -> str | None:
         if self.results_path is None:
             return None
@@ -217,6 +270,8 @@ class Run:
             "max_concurrent_llm_calls": controller.limit,
             "max_concurrent_tasks": self.max_tasks,
             "resumed": self.resume,
+            "task_set": self.task_set,
+            "journal": self.journal,
             **(dict(self._session.description) if self._session is not None else {}),
         }
 
@@ -352,6 +407,30 @@ def new_run_id() -> str:
     """A run's id: its UTC start second and 32 random bits (sortable by time; two runs started
     in the same second differ with odds of 1 in 4 billion)."""
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(4)
+
+
+def _checked_run_id(run_id: str) -> str:
+    """A run id given by the caller: printable, no path separators (it names a directory)."""
+    if (
+        not isinstance(run_id, str)
+        or not run_id
+        or not run_id.isprintable()
+        or any(c in run_id for c in "/\\")
+        or run_id in (".", "..")
+    ):
+        raise ConfigError(f"run_id must be a non-empty name without / or \\, got {run_id!r}")
+    return run_id
+
+
+def task_set_of(tasks: TaskSource | None) -> dict[str, Any] | None:
+    """What identifies a task set given as a list: its size and a SHA-256 over its ids in
+    order (None for a lazy source, which is not read ahead to be identified)."""
+    if not isinstance(tasks, Sequence):
+        return None
+    digest = hashlib.sha256()
+    for task in tasks:
+        digest.update(as_task(task).id.encode("utf-8", "surrogatepass") + b"\0")
+    return {"count": len(tasks), "ids_sha256": digest.hexdigest()}
 
 
 def _temporary_results() -> str:
