@@ -1,10 +1,12 @@
 """The model-call cache: an identical second run sends nothing (the provider's own counters say
 so), reports the hits in usage and events and gives the same results; our models and the interop
 transports alike (streams too); entries never mix between base URLs, never hold the key, stay
-whole with concurrent writers; a refusing disk never fails a call."""
+whole with concurrent writers; a refusing disk never fails a call; who asks (API key,
+organisation, custom headers) is part of the key."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -22,9 +24,14 @@ from ..conftest import EventLog
 SECRET = "sk-test-cachekey-0123456789abcdef"
 
 
-def entries(cache: Path) -> list[Path]:
-    """The files in a cache folder."""
-    return [p for p in cache.rglob("*") if p.is_file()]
+def entries(cache: Path) -> int:
+    """The entries in a cache folder's store."""
+    return CallCache(cache).stats().entries
+
+
+def on_disk(cache: Path) -> bytes:
+    """Every byte of every file in a cache folder (the store and SQLite's files beside it)."""
+    return b"".join(p.read_bytes() for p in sorted(cache.rglob("*")) if p.is_file())
 
 
 def served(base_url: str) -> int:
@@ -104,11 +111,9 @@ async def test_entries_never_mix_between_base_urls_nor_hold_the_key(
         assert served(base_url) == 6  # another base URL: nothing answered from the first's
         await Sums(same_server_other_name).run(sums(3))
         assert served(base_url) == 6
-    stored = entries(cache)
-    assert len(stored) == 6
-    for entry in stored:
-        assert SECRET.encode() not in entry.read_bytes()
-        assert b"authorization" not in entry.read_bytes().lower()
+    assert entries(cache) == 6
+    assert SECRET.encode() not in on_disk(cache)
+    assert b"authorization" not in on_disk(cache).lower()
 
 
 async def test_failed_calls_are_not_kept(sim_server: Callable[..., str], tmp_path: Path) -> None:
@@ -117,7 +122,7 @@ async def test_failed_calls_are_not_kept(sim_server: Callable[..., str], tmp_pat
     async with Runtime(Settings(llm_cache_dir=str(cache))):
         reports = await Sums(base_url).run(sums(2))
     assert {r["status"] for r in reports} != {"success"}
-    assert not cache.exists() or not entries(cache)
+    assert entries(cache) == 0
 
 
 async def test_sdk_calls_through_the_funnel_are_cached_streams_too(
@@ -155,22 +160,23 @@ async def test_sdk_calls_through_the_funnel_are_cached_streams_too(
 
 def test_concurrent_writers_leave_one_whole_entry_and_damage_is_a_miss(tmp_path: Path) -> None:
     cache = CallCache(tmp_path)
-    key = cache.key("POST", "http://h/v1/x", b"{}")
+    key = bytes.fromhex(cache.key("POST", "http://h/v1/x", b"{}"))
     bodies = [bytes([65 + i]) * 200_000 for i in range(8)]
+    store = cache.db
 
-    cache._store(key, "POST", "http://h/v1/x", CachedAnswer(200, "application/json", bodies[0]))
+    store.put(key, "http://h/v1/x", 200, "application/json", bodies[0]).result()
     writing = threading.Event()
     torn: list[int | None] = []  # what a reader saw that was not one writer's whole entry
 
     def read() -> None:
         while writing.is_set():
-            answer = cache._load(key, "POST", "http://h/v1/x")
+            answer = store.get(key, "http://h/v1/x")
             if answer is None or answer.content not in bodies:
                 torn.append(None if answer is None else len(answer.content))
 
     def write(body: bytes) -> None:
         for _ in range(20):
-            cache._store(key, "POST", "http://h/v1/x", CachedAnswer(200, "application/json", body))
+            store.put(key, "http://h/v1/x", 200, "application/json", body).result()
 
     writing.set()
     reader = threading.Thread(target=read)
@@ -182,22 +188,27 @@ def test_concurrent_writers_leave_one_whole_entry_and_damage_is_a_miss(tmp_path:
     writing.clear()
     reader.join()
     assert torn == []  # readers during the writes saw whole entries only
-    answer = cache._load(key, "POST", "http://h/v1/x")
+    answer = store.get(key, "http://h/v1/x")
     assert answer is not None and answer.content in bodies  # one writer's whole body
-    assert [p.name for p in cache.path(key).parent.iterdir()] == [key]  # no temporary left
-    assert cache._load(key, "POST", "http://other/v1/x") is None  # the URL is checked too
-    cache.path(key).write_bytes(b'{"format": 1, "method": "PO')  # cut short
-    assert cache._load(key, "POST", "http://h/v1/x") is None
+    assert store.stats().entries == 1
+    assert store.get(key, "http://other/v1/x") is None  # the URL is checked too
+    with sqlite3.connect(store.path) as db:  # cut short behind the store's back
+        db.execute("UPDATE entries SET body = substr(body, 1, 1000)")
+    assert store.get(key, "http://h/v1/x") is None
 
 
 @pytest.mark.parametrize(
     ("headers", "same"),
     [
-        ({"authorization": "Bearer other", "user-agent": "x/2"}, True),
-        ({"anthropic-version": "2023-06-01"}, False),
+        ({"Authorization": "Bearer k", "user-agent": "x/2", "x-stainless-retry-count": "2"}, True),
+        ({"authorization": "Bearer k", "content-length": "2", "idempotency-key": "abc"}, True),
+        ({"authorization": "Bearer other"}, False),
+        ({"authorization": "Bearer k", "anthropic-version": "2023-06-01"}, False),
+        ({"authorization": "Bearer k", "openai-organization": "org-b"}, False),
+        ({"authorization": "Bearer k", "x-tenant": "b"}, False),  # a custom default header
     ],
 )
-def test_the_key_ignores_credentials_but_not_api_versions(
+def test_the_key_holds_who_asks_and_api_versions_not_transport_headers(
     headers: dict[str, str], same: bool
 ) -> None:
     base = CallCache.key("POST", "http://h/v1/x", b"{}", [("authorization", "Bearer k")])
@@ -209,15 +220,13 @@ async def test_a_disk_that_refuses_never_fails_the_call(
 ) -> None:
     base_url = sim_server()
     cache = tmp_path / "cache"
-    cache.mkdir()
-    for prefix in range(256):  # every entry's folder is taken by a file: each store fails
-        (cache / f"{prefix:02x}").write_text("in the way")
+    (cache / "cache.sqlite").mkdir(parents=True)  # the store's file is taken: each store fails
     async with Runtime(Settings(llm_cache_dir=str(cache))) as runtime:
         reports = await Sums(base_url).run(sums(3))
         assert runtime.cache is not None and runtime.cache.store_failures == 3
     assert {r["status"] for r in reports} == {"success"}
     (failure,) = event_log.named("cache_store_failed")  # the first one only
-    assert failure["level"] == "WARNING" and "FileExistsError" in failure["error"]
+    assert failure["level"] == "WARNING" and "cache.sqlite" in failure["error"]
 
 
 class Samples(Benchmark):
@@ -315,7 +324,7 @@ def test_only_inference_requests_are_cached(
     assert cacheable(request) is cacheable_expected
 
 
-def test_credentials_in_the_query_string_are_not_part_of_the_key(tmp_path: Path) -> None:
+def test_credentials_in_the_query_string_scope_the_key(tmp_path: Path) -> None:
     from asynceval.funnel._cache import CacheUse
 
     cache = CallCache(tmp_path)
@@ -323,7 +332,8 @@ def test_credentials_in_the_query_string_are_not_part_of_the_key(tmp_path: Path)
     def key(url: str) -> str:
         return CacheUse(cache, "POST", url, b"{}").key
 
-    assert key("http://h/v1/x?key=a") == key("http://h/v1/x?key=b") == key("http://h/v1/x")
+    assert key("http://h/v1/x?key=a") == key("http://h/v1/x?key=a") != key("http://h/v1/x?key=b")
+    assert key("http://h/v1/x?key=a") != key("http://h/v1/x")
     assert key("http://h/v1/x?api-version=1&key=a") != key("http://h/v1/x?api-version=2&key=a")
 
 
@@ -335,8 +345,8 @@ async def test_credentials_in_the_query_string_are_never_stored_nor_shown(
     use = CacheUse(CallCache(tmp_path), "POST", f"http://h/v1/x?key={SECRET}", b"{}")
     await use.store(CachedAnswer(200, "application/json", b"{}"))
     use.hit(None)
-    (entry,) = entries(tmp_path)
-    assert SECRET.encode() not in entry.read_bytes() and use.url == "http://h/v1/x"
+    assert entries(tmp_path) == 1
+    assert SECRET.encode() not in on_disk(tmp_path) and use.url == "http://h/v1/x"
     assert SECRET not in "\n".join(event_log.lines())
 
 
@@ -355,7 +365,7 @@ async def test_sdk_calls_that_fail_or_answer_an_error_are_not_kept(
                     model="sim", messages=[{"role": "user", "content": "hi"}]
                 )
     assert served(base_url) == 2
-    assert not cache.exists() or not entries(cache)
+    assert entries(cache) == 0
 
 
 @pytest.mark.parametrize(
@@ -400,7 +410,7 @@ async def test_two_tasks_asking_the_same_keep_their_own_entries(
     async with Runtime(Settings(llm_cache_dir=str(tmp_path / "cache"))):
         first = await Sums(base_url).run(same)
     assert served(base_url) == 2 and [r["usage"]["cache_hits"] for r in first] == [0, 0]
-    assert len(entries(tmp_path / "cache")) == 2
+    assert entries(tmp_path / "cache") == 2
 
 
 async def test_the_order_keyword_arguments_come_in_is_not_part_of_the_key(
@@ -438,4 +448,4 @@ async def test_embedded_simulators_on_other_configurations_keep_their_own_entrie
         other_count = await ask(SimConfig(seed=1, latency=0, tokens_per_char=1.0))
     assert other_seed[2] == 1 and other_count[2] == 1  # each asked its own simulator
     assert other_count[1] > first[1]  # counted by its own tokens_per_char
-    assert len(entries(tmp_path / "cache")) == 3
+    assert entries(tmp_path / "cache") == 3

@@ -1,6 +1,7 @@
 """The funnel: everything one LLM call goes through, in one room (layer 5 of DESIGN section 1).
 
-A call's journey, in order: the model-call cache (a stored answer ends it there), then per
+A call's journey, in order: the run's call journal (a resumed repetition's finished call ends it
+there), the model-call cache (a stored answer ends it there), then per
 attempt a slot of the runtime's global FIFO limiter (within the endpoint's 429 pause and
 adaptive limit), the attempt's turn in the RPM/TPM windows, the send within LLM_CALL_TIMEOUT
 (over HTTP on the loop's pool, or in process to the embedded simulator), the reply read, its
@@ -12,13 +13,14 @@ is read or closed). Retries with backoff and Retry-After wrap the attempts, outs
 HTTP to a provider. The funnel imports layers 1-4 (config, errors, the kernel, events, limits,
 runtime); `llm`, `interop` and the layers above them import it, and only through this package:
 its modules are private. Not a public API: users reach the funnel through models, `http_client()`
-and `track_usage`.
+and `track_usage`; the engine binds a run's `CallJournal` with `journal_scope`.
 """
 
 from typing import TYPE_CHECKING, Any
 
 from ._gateway import MAX_REQUEUES, UNSET, Gateway, Overrides
 from ._held import reclaiming_leases
+from ._journal import CallJournal, current_journal, journal_scope
 from ._replies import Reply, check_response, parse_or_malformed, parse_retry_after
 from ._route import SIM_BASE_URL, Route, endpoint_of, in_process
 from ._usage import Usage, UsageCounter, current_usage, track_usage
@@ -30,6 +32,7 @@ __all__ = [
     "MAX_REQUEUES",
     "SIM_BASE_URL",
     "UNSET",
+    "CallJournal",
     "Gateway",
     "Overrides",
     "Reply",
@@ -37,9 +40,11 @@ __all__ = [
     "Usage",
     "UsageCounter",
     "check_response",
+    "current_journal",
     "current_usage",
     "endpoint_of",
     "in_process",
+    "journal_scope",
     "parse_or_malformed",
     "parse_retry_after",
     "reclaiming_leases",

@@ -1,93 +1,134 @@
-"""The model-call cache on the call path: looked up before the funnel, filled after a success.
+"""The call journal and the model-call cache on the call path: looked up before the funnel (the
+journal first), filled after a success.
 
-A request's entry is told apart by the repetition it is made in (task_id, repeat_idx) and by how
+A request's key is told apart by the repetition it is made in (task_id, repeat_idx) and by how
 many identical requests that repetition made before it: repetitions and repeated samples (five
 draws of one prompt at temperature 1) each keep their own answer, and a second run of the same
-tasks meets each one again in the same place. Outside a repetition, identical requests share one
-entry. Credentials in the URL's query string (`key=`, `api_key=` ...) are not part of the key.
+tasks (or a resumed one) meets each one again in the same place. Outside a repetition, identical
+requests share one entry. Credentials in the URL's query string (`key=`, `api_key=` ...) are not
+part of the key as they are: a SHA-256 of them is, like the API key headers' (see
+`asynceval.runtime.cache`).
 
 A hit takes no slot and sends nothing: it counts as an LLM call of the repetition (with the
 tokens the stored answer reports, so a cached run's reports read like the first run's) plus a
-`cache_hits`, and writes a `cache_hit` event instead of queueing/acquired/released. A store that
-the disk refuses never fails the call: the first is a `cache_store_failed` warning, the rest are
-counted on the cache (`CallCache.store_failures`).
+`cache_hits` (or `journal_hits`), and writes a `cache_hit` (or `journal_hit`) event instead of
+queueing/acquired/released. A store that the disk refuses never fails the call: the first is a
+`cache_store_failed` warning, the rest are counted on the cache (`CallCache.store_failures`) or
+the journal (`CallJournal.store_failures`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import urllib.parse
 from collections.abc import Iterable
 
 from .. import events
 from ..runtime import CachedAnswer, CallCache
 from ._call import call_id, caller
+from ._journal import CallJournal
 from ._usage import Usage, current_usage
 
 _CREDENTIALS = frozenset({"key", "api_key", "api-key", "apikey", "access_token", "token"})
 
 
 class CacheUse:
-    """One request's place in `cache`: its key, its lookup, its store."""
+    """One request's place in the journal and the cache: its key, its lookup, its store."""
 
-    __slots__ = ("cache", "key", "method", "url")
+    __slots__ = ("cache", "journal", "key", "method", "source", "url")
 
     def __init__(
         self,
-        cache: CallCache,
+        cache: CallCache | None,
         method: str,
         url: str,
         body: bytes,
         headers: Iterable[tuple[str, str]] = (),
+        journal: CallJournal | None = None,
     ) -> None:
         self.cache = cache
+        self.journal = journal
         self.method = method
+        self.source: str | None = None  # where the answer came from: "journal", "cache"
         base, _, query = url.partition("?")
         self.url = base  # stored and shown without its query string
         if query:
-            kept = [
-                (name, value)
-                for name, value in urllib.parse.parse_qsl(query, keep_blank_values=True)
-                if name.lower() not in _CREDENTIALS
-            ]
-            url = f"{base}?{urllib.parse.urlencode(kept)}" if kept else base
-        request = cache.key(method, url, body, headers)
+            kept = []
+            for name, value in urllib.parse.parse_qsl(query, keep_blank_values=True):
+                if name.lower() in _CREDENTIALS:  # who asks scopes the answer: hashed
+                    value = "sha256:" + hashlib.sha256(value.encode()).hexdigest()
+                kept.append((name, value))
+            url = f"{base}?{urllib.parse.urlencode(kept)}"
+        request = CallCache.key(method, url, body, headers)
         occurrence = 0
         counter = current_usage()
         if counter is not None:  # a repetition: its n-th request of this kind
             occurrence = counter.requests_seen.get(request, 0)
             counter.requests_seen[request] = occurrence + 1
         scope = (events.context_value("task_id"), events.context_value("repeat_idx"), occurrence)
-        self.key = cache.scoped(request, scope)
+        self.key = CallCache.scoped(request, scope)
 
     async def lookup(self) -> CachedAnswer | None:
-        return await self.cache.load(self.key, self.method, self.url)
+        """The journal's answer from an earlier segment, else the cache's, else None."""
+        journal = self.journal
+        if journal is not None:
+            key = bytes.fromhex(self.key)
+            if journal.may_replay(key):
+                answer = await journal.load(key, self.url)
+                if answer is not None:
+                    self.source = "journal"
+                    return answer
+        if self.cache is not None:
+            answer = await self.cache.load(self.key, self.method, self.url)
+            if answer is not None:
+                self.source = "cache"
+                return answer
+        return None
 
     def hit(
-        self, usage: Usage | None, *, agent: str | None = None, dimension: str | None = None
+        self,
+        usage: Usage | None,
+        *,
+        agent: str | None = None,
+        dimension: str | None = None,
+        answer: CachedAnswer | None = None,
     ) -> None:
-        """Count a call answered from the cache (reporting `usage`) and write its event."""
+        """Count a call answered from the journal or the cache (reporting `usage`) and write its
+        event; a cache hit's `answer` goes to the journal too."""
+        replayed = self.source == "journal"
         counter = current_usage()
         if counter is not None:
             counter.llm_calls += 1
-            counter.cache_hits += 1
+            if replayed:
+                counter.journal_hits += 1
+            else:
+                counter.cache_hits += 1
             if usage is not None:
                 counter.add_tokens(usage)
         agent, dimension = caller(agent, dimension)
-        events.cache_hit(
-            agent=agent,
-            dimension=dimension,
-            call_id=call_id(),
-            url=self.url,
-            key=self.key[:16],
-        )
+        fields = {"url": self.url, "key": self.key[:16]}
+        if replayed:
+            assert self.journal is not None
+            self.journal.hits += 1
+            events.journal_hit(agent=agent, dimension=dimension, call_id=call_id(), **fields)
+            return
+        events.cache_hit(agent=agent, dimension=dimension, call_id=call_id(), **fields)
+        if self.journal is not None and answer is not None:
+            self.journal.keep(bytes.fromhex(self.key), self.url, answer)
 
     async def store(self, answer: CachedAnswer) -> None:
-        """Keep a successful answer; a refusal of the disk is counted, never raised."""
+        """Keep a successful answer in the journal (queued) and the cache; a refusal of the
+        disk is counted, never raised."""
+        if self.journal is not None:
+            self.journal.keep(bytes.fromhex(self.key), self.url, answer)
+        cache = self.cache
+        if cache is None:
+            return
         try:
-            await self.cache.store(self.key, self.method, self.url, answer)
+            await cache.store(self.key, self.method, self.url, answer)
         except OSError as exc:
-            self.cache.store_failures += 1
-            if self.cache.store_failures == 1:
+            cache.store_failures += 1
+            if cache.store_failures == 1:
                 events.cache_store_failed(
-                    directory=str(self.cache.directory), error=f"{type(exc).__name__}: {exc}"
+                    directory=str(cache.directory), error=f"{type(exc).__name__}: {exc}"
                 )

@@ -7,8 +7,10 @@ repetition. What the framework gets back is the provider's answer: the response,
 last attempt the last error response (so the SDK raises its own error type), or an
 `httpx.ConnectError` / `httpx.ReadTimeout` when no response came. A streamed answer (server-sent
 events) keeps its slot until it is read to its end or closed, and is retried only before its
-first byte. Inference requests are answered from the model-call cache when it holds them (a
-stream once it was read to its end).
+first byte. Inference requests are answered from the run's call journal (a resumed repetition's
+finished calls) or the model-call cache when they hold them (a stream once it was read to its
+end); a stored answer is checked whole (length and digest, and a JSON body that parses) before an
+SDK gets it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ..errors import AttemptTimeout, LLMCallFailed
 from ..runtime import CachedAnswer, from_thread
 from ._cache import CacheUse
 from ._held import Held, adopted, current_scope
+from ._journal import current_journal
 from ._lease import Lease
 from ._replies import check_response, provider_error
 from ._send import plain_headers, send
@@ -37,14 +40,15 @@ if TYPE_CHECKING:
 async def exchange(route: Route, request: httpx.Request, agent: str | None) -> httpx.Response:
     """`Route.send` (see the module)."""
     cache = route.cache
+    journal = current_journal()
     await request.aread()  # the body, kept for every attempt
     use = None
-    if cache is not None and cacheable(request):
+    if (cache is not None or journal is not None) and cacheable(request):
         url = route.cache_url(str(request.url))
-        use = CacheUse(cache, "POST", url, request.content, request.headers.items())
+        use = CacheUse(cache, "POST", url, request.content, request.headers.items(), journal)
         answer = await use.lookup()
-        if answer is not None:
-            use.hit(_answer_usage(answer), agent=agent)
+        if answer is not None and _whole(answer):
+            use.hit(_answer_usage(answer), agent=agent, answer=answer)
             return httpx.Response(
                 answer.status_code,
                 headers=dict(answer.headers),
@@ -157,6 +161,15 @@ def _error_body(response: httpx.Response) -> bool:
 async def _store(use: CacheUse, response: httpx.Response, content: bytes) -> None:
     content_type = response.headers.get("content-type", "application/octet-stream")
     await use.store(CachedAnswer(response.status_code, content_type, content))
+
+
+def _whole(answer: CachedAnswer) -> bool:
+    """Whether a stored answer may be handed to an SDK: its digest was checked when it was read;
+    a JSON body must parse too (an entry that does not is a miss, asked again and replaced), so
+    no client ever meets a JSONDecodeError from a stored answer."""
+    if "json" not in answer.content_type:
+        return True
+    return _json_or_none(answer.content) is not None
 
 
 def _answer_usage(answer: CachedAnswer) -> Usage | None:

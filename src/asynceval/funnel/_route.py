@@ -4,7 +4,7 @@ A model (`asynceval.llm`) and a transport (`asynceval.interop`) each build a rou
 and send every call through it. The route holds where the calls go (a URL, or the embedded
 simulated provider, answered in process) and what bounds them (the runtime's gateway: limiter,
 rate windows, retry policy and deadline, or the caller's own overrides), finds the loop's pool,
-and keeps the model-call cache in front of it all. It has two faces on one path:
+and keeps the run's call journal and the model-call cache in front of it all. It has two faces on one path:
 
 - `post(content, body, read, ...)`: a codec's request (a POST of a JSON body to the route's URL,
   with its fixed headers); `read` turns the reply into the caller's result inside the attempt, so
@@ -27,6 +27,7 @@ from ..errors import ProviderError
 from ..runtime import CachedAnswer, EndpointKey, Runtime
 from ._cache import CacheUse
 from ._gateway import Gateway, Overrides
+from ._journal import CallJournal, current_journal
 from ._lease import Lease
 from ._replies import Reply
 from ._usage import Usage, estimated_tokens
@@ -175,9 +176,11 @@ class Route:
     ) -> Awaitable[T]:
         """POST `content` (`body` encoded) to the route's URL as one call and return what `read`
         makes of the answer; raises `LLMCallFailed` when the funnel gives up. What to await:
-        on the embedded simulator without a cache, the gateway's own call, no frame between."""
-        if self.cache is not None:
-            return self._post_cached(content, body, read, usage_of, agent, dimension)
+        on the embedded simulator without a cache or journal, the gateway's own call, no frame
+        between."""
+        journal = current_journal()
+        if self.cache is not None or journal is not None:
+            return self._post_kept(content, body, read, usage_of, agent, dimension, journal)
         return self._post(content, body, read, usage_of, agent, dimension)
 
     def _post(
@@ -246,7 +249,7 @@ class Route:
         finally:
             entry.leave()
 
-    async def _post_cached(
+    async def _post_kept(
         self,
         content: bytes,
         body: Mapping[str, Any],
@@ -254,13 +257,16 @@ class Route:
         usage_of: UsageOf[T],
         agent: str | None,
         dimension: str | None,
+        journal: CallJournal | None,
     ) -> T:
-        """`_post` behind the model-call cache: a stored answer the reader can read is the
-        result (no slot, nothing sent); else the call is made and its answer stored."""
-        assert self.cache is not None
+        """`_post` behind the call journal and the model-call cache: a stored answer the reader
+        can read is the result (no slot, nothing sent); else the call is made and its answer
+        kept."""
         # Keyed by the body with its keys sorted: the order keyword arguments came in is no news.
         canonical = json.dumps(body, sort_keys=True).encode()
-        use = CacheUse(self.cache, "POST", self._cache_url, canonical, self._headers.items())
+        use = CacheUse(
+            self.cache, "POST", self._cache_url, canonical, self._headers.items(), journal
+        )
         stored = await use.lookup()
         if stored is not None:
             try:
@@ -268,7 +274,7 @@ class Route:
             except ProviderError:
                 pass  # an entry this caller cannot read: asked again, and replaced
             else:
-                use.hit(usage_of(result), agent=agent, dimension=dimension)
+                use.hit(usage_of(result), agent=agent, dimension=dimension, answer=stored)
                 return result
         answered: list[Reply] = []
 

@@ -47,7 +47,8 @@ class Usage:
 @dataclass
 class UsageCounter:
     """Calls, retries and tokens counted in one context. `cache_hits`: the calls (counted in
-    `llm_calls`, their tokens too) answered from the model-call cache, without a request."""
+    `llm_calls`, their tokens too) answered from the model-call cache, without a request;
+    `journal_hits`: likewise, replayed from the run's call journal on resume."""
 
     llm_calls: int = 0
     failed_calls: int = 0
@@ -55,6 +56,7 @@ class UsageCounter:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cache_hits: int = 0
+    journal_hits: int = 0
     # Requests made so far, by cache key: the model-call cache tells the n-th identical one apart.
     requests_seen: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
@@ -71,6 +73,7 @@ class UsageCounter:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "cache_hits": self.cache_hits,
+            "journal_hits": self.journal_hits,
         }
 
 

@@ -7,8 +7,9 @@ code calling async code on the right loop). Imports config, errors, the kernel, 
 limits; the funnel and every layer above import it.
 
 Also importable from here, for asynceval's own layers and not a public API: `Bridge`,
-`bridge_scope`, `current_bridge` (the engine's threads), `EndpointKey`, `CachedAnswer`, `spawn`
-(the funnel), `RunGcThreshold` (runs) and `set_process_default` (the CLI, tests).
+`bridge_scope`, `current_bridge` (the engine's threads), `EndpointKey`, `CachedAnswer`, `Store`,
+`Entry`, `Stats`, `submit`, `spawn` (the funnel), `RunGcThreshold` (runs) and
+`set_process_default` (the CLI, tests).
 """
 
 from .._moved import moved_names
@@ -21,6 +22,10 @@ from ._pools import EndpointKey as EndpointKey
 from ._pools import spawn as spawn
 from ._runtime import Runtime
 from ._runtime import set_process_default as set_process_default
+from ._store import Entry as Entry
+from ._store import Stats as Stats
+from ._store import Store as Store
+from ._store import submit as submit
 from .cache import CachedAnswer as CachedAnswer
 from .cache import CallCache
 

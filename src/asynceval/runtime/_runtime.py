@@ -69,7 +69,11 @@ class Runtime:
         self._sim: SimProvider | None = None
         self._sim_lock = threading.Lock()
         # Answers of identical calls from disk (LLM_CACHE_DIR), for every model and transport.
-        self.cache = CallCache(self.settings.llm_cache_dir) if self.settings.llm_cache_dir else None
+        self.cache = (
+            CallCache(self.settings.llm_cache_dir, max_bytes=self.settings.llm_cache_max_bytes)
+            if self.settings.llm_cache_dir
+            else None
+        )
 
     @classmethod
     def current(cls) -> Runtime:

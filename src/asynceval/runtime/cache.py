@@ -1,21 +1,27 @@
-"""CallCache: successful LLM answers on disk, keyed by what the funnel sends.
+"""CallCache: successful LLM answers on disk, keyed by what the funnel sends and who sends it.
 
 The key is a SHA-256 of the request as sent: method, full URL (so two base URLs never share an
-entry), the body's bytes, and the few headers that change what a provider answers
-(`anthropic-version`, `anthropic-beta`, `openai-beta`). Never the API key: authorization headers
-are not part of the key and nothing of the request but its URL is stored.
+entry), the body's bytes, and the headers that scope an answer (`key_headers`): API versions
+(`anthropic-version`, `anthropic-beta`, `openai-beta`), the credentials (`Authorization`,
+`x-api-key`, `api-key`: a SHA-256 of each, so two API keys, perhaps of two organisations, never
+share an answer), `OpenAI-Organization`, `OpenAI-Project`, and every custom default header a
+client adds. Left out are the headers of the transport and those an SDK changes from one
+request to the next without changing the answer (`NOT_KEY_HEADERS`, `NOT_KEY_PREFIXES`:
+content length, encodings, user agent, `x-stainless-*` retry counts and timeouts, idempotency
+keys, trace ids, cookies). Nothing of the request but its URL (without credentials) is stored.
 
-An entry is one file, `DIR/ab/abcdef...` (the key's first two hex digits name its folder): a
-JSON line (format version, method, URL, status, content type, when stored) then the body's
-bytes as received. Written to a temporary file in the same folder and renamed over the entry,
-so a reader never sees half an entry and concurrent writers (threads, processes, machines on one
-shared folder) of one key leave one whole entry (the last). An entry that cannot be read or
-does not match the request (damaged, another format, a hash collision) is a miss.
+The entries live in one SQLite file, `DIR/cache.sqlite` (`asynceval.runtime._store.Store`:
+WAL, one transaction per group of writes, verified reads, LLM_CACHE_MAX_BYTES with
+least-recently-used eviction). An entry that cannot be read, fails its length or digest, or
+answers another URL is a miss, and the next store replaces it. A folder of the format before
+(one file per entry, `DIR/ab/abcdef...`) is not read: those entries were keyed without the
+credentials, so none can be told to belong to the caller; `asynceval cache stats` counts them and
+`asynceval cache prune --all` deletes them.
 
-File access runs on the cache's own few threads, never on the event loop and never on anyio's
+File access runs on the store's own few threads, never on the event loop and never on anyio's
 default thread pool (sync code calling `generate_sync` from `anyio.to_thread` may fill that pool
 while waiting for the very answers the cache would give); a caller cancelled while the disk is slow
-leaves at once (the thread finishes alone; a store cleans up after itself).
+leaves at once (the write it queued is still made).
 """
 
 from __future__ import annotations
@@ -25,18 +31,36 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
-import threading
-import time
+import re
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
-FORMAT = 1
-_THREADS = 4  # file reads and renames: a few threads keep up with thousands of calls a second
+from ._store import Stats, Store, submit
+
+FORMAT = 2
+FILE_NAME = "cache.sqlite"
 KEY_HEADERS = ("anthropic-version", "anthropic-beta", "openai-beta")
-"""Request headers that are part of the key: they change what the provider answers."""
+"""Request headers that change what the provider answers: in the key as they are."""
+CREDENTIAL_HEADERS = ("authorization", "x-api-key", "api-key", "proxy-authorization")
+"""Request headers that say who asks: in the key as a SHA-256 of their value."""
+NOT_KEY_HEADERS = frozenset(
+    {
+        # the transport's
+        "accept", "accept-encoding", "connection", "content-encoding", "content-length",
+        "content-type", "cookie", "date", "expect", "host", "keep-alive", "te",
+        "transfer-encoding", "upgrade", "user-agent",
+        # per request, never a change of the answer
+        "idempotency-key", "x-request-id", "x-client-request-id", "request-id",
+        "traceparent", "tracestate", "baggage", "sentry-trace", "x-amzn-trace-id", "b3",
+        "x-retry-count", "retry-count", "x-timeout", "x-goog-api-client",
+    }
+)  # fmt: skip
+"""Request headers never in the key: the transport's, and those that vary by request."""
+NOT_KEY_PREFIXES = ("x-stainless-", "x-b3-", "x-datadog-")
+"""Prefixes of headers never in the key (the OpenAI and Anthropic SDKs' `x-stainless-*`: their
+platform, retry count, read timeout; tracing)."""
+_OLD_ENTRY = re.compile(r"^[0-9a-f]{64}$|^\..*\.tmp$")
 
 
 class CachedAnswer(NamedTuple):
@@ -51,12 +75,30 @@ class CachedAnswer(NamedTuple):
         return {"content-type": self.content_type}
 
 
-class CallCache:
-    """Answers of successful calls stored under `directory` (created on the first store)."""
+def key_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The headers of a request that are part of its key (see the module), sorted, credentials
+    hashed."""
+    kept = []
+    for name, value in headers:
+        name = name.lower()
+        if name in NOT_KEY_HEADERS or name.startswith(NOT_KEY_PREFIXES):
+            continue
+        if name in CREDENTIAL_HEADERS:
+            value = "sha256:" + hashlib.sha256(value.encode("utf-8")).hexdigest()
+        kept.append((name, value))
+    kept.sort()
+    return kept
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+
+class CallCache:
+    """Answers of successful calls stored under `directory` (created on the first store), at
+    most `max_bytes` of them (LLM_CACHE_MAX_BYTES; None: no bound)."""
+
+    def __init__(self, directory: str | os.PathLike[str], *, max_bytes: int | None = None) -> None:
         self.directory = Path(directory).expanduser()
+        self.max_bytes = max_bytes
         self.store_failures = 0  # stores the disk refused (the first one is a warning event)
+        self.db = Store(self.directory / FILE_NAME, max_bytes=max_bytes)
 
     def __repr__(self) -> str:
         return f"CallCache({str(self.directory)!r})"
@@ -68,12 +110,11 @@ class CallCache:
         body: bytes,
         headers: Iterable[tuple[str, str]] = (),
     ) -> str:
-        """The entry name of a request (hex SHA-256); `headers` may hold any headers: only
-        `KEY_HEADERS` count, whatever their case."""
-        kept = sorted(
-            (name.lower(), value) for name, value in headers if name.lower() in KEY_HEADERS
+        """The entry name of a request (hex SHA-256); `headers` may hold any headers: those of
+        `key_headers` count, whatever their case."""
+        head = json.dumps(
+            [FORMAT, method.upper(), url, key_headers(headers)], separators=(",", ":")
         )
-        head = json.dumps([FORMAT, method.upper(), url, kept], separators=(",", ":"))
         digest = hashlib.sha256(head.encode("utf-8"))
         digest.update(b"\n")
         digest.update(body)
@@ -85,77 +126,72 @@ class CallCache:
         share an answer (a repetition's, its n-th of the kind); the body is not hashed again."""
         return hashlib.sha256(f"{key}\n{json.dumps(list(scope))}".encode()).hexdigest()
 
-    def path(self, key: str) -> Path:
-        return self.directory / key[:2] / key
-
     async def load(self, key: str, method: str, url: str) -> CachedAnswer | None:
-        """The answer stored for `key` if there is a readable one for this method and URL."""
-        result: CachedAnswer | None = await _run(self._load, key, method, url)
-        return result
+        """The answer stored for `key` if there is a whole one for this URL."""
+        entry = await asyncio.wrap_future(submit(self.db.get, bytes.fromhex(key), url))
+        if entry is None:
+            return None
+        return CachedAnswer(entry.status_code, entry.content_type, entry.content)
 
     async def store(self, key: str, method: str, url: str, answer: CachedAnswer) -> None:
         """Store `answer` for `key` (replacing any entry); raises OSError if the disk refuses."""
-        await _run(self._store, key, method, url, answer)
+        await asyncio.wrap_future(
+            self.db.put(
+                bytes.fromhex(key), url, answer.status_code, answer.content_type, answer.content
+            )
+        )
 
-    def _load(self, key: str, method: str, url: str) -> CachedAnswer | None:
+    def check(self) -> None:
+        """Raise OSError with a one-line message unless the cache can be written now (its folder
+        and file made, one transaction committed): call it before the first repetition."""
+        self.db.check()
+
+    def stats(self) -> Stats:
+        """What the cache holds (see `Stats`)."""
+        return self.db.stats()
+
+    def prune(
+        self,
+        *,
+        max_bytes: int | None = None,
+        older_than_s: float | None = None,
+        everything: bool = False,
+    ) -> tuple[int, int]:
+        """Delete entries (`Store.prune`); `everything` also deletes the entries of the format
+        before. Returns (entries, bytes) deleted."""
+        removed, freed = self.db.prune(
+            max_bytes=max_bytes, older_than_s=older_than_s, everything=everything
+        )
+        if everything:
+            for path in self.old_entries():
+                try:
+                    size = path.stat().st_size
+                    path.unlink()
+                except OSError:
+                    continue
+                removed, freed = removed + 1, freed + size
+                if path.parent != self.directory:
+                    with contextlib.suppress(OSError):
+                        path.parent.rmdir()  # once empty
+        return removed, freed
+
+    def old_entries(self) -> list[Path]:
+        """The files of the one-file-per-entry format before (`DIR/ab/abcdef...` and their
+        temporary files), which this cache does not read."""
+        found: list[Path] = []
         try:
-            with open(self.path(key), "rb") as file:
-                head = json.loads(file.readline())
-                content = file.read()
-        except (OSError, ValueError):
-            return None  # none stored, or damaged: a miss (a later store replaces it)
-        if not (
-            isinstance(head, dict)
-            and head.get("format") == FORMAT
-            and head.get("method") == method.upper()
-            and head.get("url") == url
-            and isinstance(head.get("status"), int)
-            and isinstance(head.get("content_type"), str)
-        ):
-            return None
-        return CachedAnswer(head["status"], head["content_type"], content)
+            folders = [p for p in self.directory.iterdir() if re.fullmatch("[0-9a-f]{2}", p.name)]
+        except OSError:
+            return found
+        for folder in folders:
+            try:
+                found.extend(
+                    p for p in folder.iterdir() if _OLD_ENTRY.match(p.name) and p.is_file()
+                )
+            except OSError:
+                continue
+        return found
 
-    def _store(self, key: str, method: str, url: str, answer: CachedAnswer) -> None:
-        folder = self.path(key).parent
-        folder.mkdir(parents=True, exist_ok=True)
-        head: dict[str, Any] = {
-            "format": FORMAT,
-            "method": method.upper(),
-            "url": url,
-            "status": answer.status_code,
-            "content_type": answer.content_type,
-            "stored_at": round(time.time(), 3),
-        }
-        descriptor, temporary = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=folder)
-        try:
-            os.fchmod(descriptor, 0o644)  # not mkstemp's 0600: a folder shared between users
-            with os.fdopen(descriptor, "wb") as file:
-                file.write(json.dumps(head).encode("utf-8") + b"\n")
-                file.write(answer.content)
-            os.replace(temporary, self.path(key))
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
-
-
-# One small pool for every cache of the process (made on first use, renewed in a forked child,
-# whose copy of the parent's threads does not run).
-_executor: ThreadPoolExecutor | None = None
-_executor_lock = threading.Lock()
-
-
-def _run(function: Any, *args: Any) -> asyncio.Future[Any]:
-    global _executor
-    with _executor_lock:
-        if _executor is None:
-            _executor = ThreadPoolExecutor(_THREADS, thread_name_prefix="asynceval-cache")
-        return asyncio.wrap_future(_executor.submit(function, *args))
-
-
-def _forget_executor() -> None:
-    global _executor, _executor_lock
-    _executor, _executor_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_executor)
+    def close(self) -> None:
+        """Write the uses noted in memory and close the file (a later use opens it again)."""
+        self.db.close()

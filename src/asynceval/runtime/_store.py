@@ -1,0 +1,501 @@
+"""Store: answers kept in one SQLite file, for the model-call cache and the call journal.
+
+One file (`cache.sqlite` in LLM_CACHE_DIR, `journal.sqlite` in a run directory) in SQLite's WAL
+mode: readers never wait for the writer, every write is one transaction, and a process killed in
+the middle of one (kill -9, a full disk) leaves the last committed state, which the next opening
+recovers from SQLite's own `-wal` file. Several threads, processes and runs may use one file at
+once (each waits up to BUSY_TIMEOUT_S for the write lock); not over a network filesystem, where
+SQLite's WAL mode cannot work (its readers and writer share memory).
+
+An entry is a row: its key (32 bytes), the URL it answers (without credentials), status, content
+type, the body's length and BLAKE2b digest, when it was stored and last used, how often it was
+used, the segment of the run that wrote it (the journal), and the body as received. A read checks
+length and digest before it serves the body: a damaged entry (a torn page, a disk error, a row
+edited by hand) is a miss, and the next store of that key replaces it.
+
+Writes are group commits: `put` queues the entry and the first queued write starts a flush on the
+store's threads that writes everything queued by then in one transaction (a thousand answers a
+second cost a few transactions, not a thousand). A hit's last use is noted in memory and written
+with the next flush (at the latest a second later, or at `close`): a hit is never a write
+transaction of its own, and a process that ends abruptly loses at most its last second of those.
+
+With `max_bytes`, the store keeps at most that many bytes of bodies: a write that passes it
+evicts the least recently used entries down to nine tenths of it (one scan of the table, so
+once per tenth of the bound written). The running total is kept in the file, in the same
+transactions, so every process sharing the file sees the same one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import sqlite3
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, NamedTuple, TypeVar
+
+T = TypeVar("T")
+
+FORMAT = 2
+"""The store's format (the one-file-per-entry cache before it was 1)."""
+BUSY_TIMEOUT_S = 30.0
+"""How long a write waits for another connection's write transaction before it fails."""
+PAGE_SIZE = 8192
+"""SQLite's page for new files: small answers pack with little slack (measured)."""
+EVICT_TO = 0.9
+"""An eviction goes down to this share of `max_bytes`, so it happens once per tenth written."""
+TOUCH_FLUSH_S = 1.0
+TOUCH_FLUSH_COUNT = 512
+_THREADS = 4  # reads and flushes: a few threads keep up with thousands of calls a second
+_WAL_LIMIT = 4 * 1024 * 1024  # the -wal file is cut back to this after a checkpoint
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (
+    id INTEGER PRIMARY KEY,
+    key BLOB NOT NULL UNIQUE,
+    url TEXT NOT NULL,
+    status INTEGER NOT NULL,
+    content_type TEXT NOT NULL,
+    length INTEGER NOT NULL,
+    digest BLOB NOT NULL,
+    stored_at INTEGER NOT NULL,
+    used_at INTEGER NOT NULL,
+    hits INTEGER NOT NULL DEFAULT 0,
+    segment INTEGER,
+    body BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS segments (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+"""
+_PUT = (
+    "INSERT OR REPLACE INTO entries (key, url, status, content_type, length, digest, stored_at,"
+    " used_at, segment, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_LENGTH = "SELECT length FROM entries WHERE key = ?"
+_GET = "SELECT url, status, content_type, length, digest, segment, body FROM entries WHERE key = ?"
+
+
+class Entry(NamedTuple):
+    """A verified entry: what the provider answered, and the segment that stored it."""
+
+    url: str
+    status_code: int
+    content_type: str
+    content: bytes
+    segment: int | None
+
+
+class Stats(NamedTuple):
+    """What a store holds (`Store.stats`)."""
+
+    entries: int
+    bytes: int  # bodies, what `max_bytes` bounds
+    disk_bytes: int  # the file and SQLite's -wal and -shm beside it
+    oldest: float | None  # stored_at, seconds since the epoch
+    newest: float | None
+    hits: int  # answers served from entries that are still there
+    last_used: float | None
+
+
+def digest(body: bytes) -> bytes:
+    """The digest kept with a body and checked before it is served."""
+    return hashlib.blake2b(body, digest_size=16).digest()
+
+
+class Store:
+    """Answers in the SQLite file `path` (see the module); the file and its folder are made by the
+    first write (or `check`), never by a read."""
+
+    def __init__(self, path: str | os.PathLike[str], *, max_bytes: int | None = None) -> None:
+        self.path = Path(path)
+        self.max_bytes = max_bytes
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._pending: list[tuple[tuple[Any, ...], Future[None]]] = []
+        self._touched: dict[bytes, int] = {}
+        self._flushing = False
+        self._last_flush = time.monotonic()
+        _stores.add(self)
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.path)!r}, max_bytes={self.max_bytes})"
+
+    # connections -----------------------------------------------------------------------------
+
+    def _connection(self, create: bool) -> sqlite3.Connection | None:
+        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        if connection is None:
+            if not create and not self.path.exists():
+                return None
+            connection = self._open()
+            self._local.connection = connection
+            with self._lock:
+                self._connections.append(connection)
+        return connection
+
+    def _open(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(
+            self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+        )
+        try:
+            connection.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # new files only
+            connection.execute("PRAGMA auto_vacuum = INCREMENTAL")  # likewise: prune gives back
+            connection.execute("PRAGMA journal_mode = WAL")
+            connection.execute("PRAGMA synchronous = NORMAL")  # a commit survives kill -9
+            connection.execute(f"PRAGMA journal_size_limit = {_WAL_LIMIT}")
+            if not _has_schema(connection):
+                connection.execute("BEGIN IMMEDIATE")
+                try:
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            connection.execute(statement)
+                    connection.execute(
+                        "INSERT OR IGNORE INTO meta (name, value) VALUES ('format', ?)", (FORMAT,)
+                    )
+                    connection.execute("COMMIT")
+                except BaseException:
+                    _rollback(connection)
+                    raise
+            found = connection.execute("SELECT value FROM meta WHERE name = 'format'").fetchone()
+            if found is None or found[0] != FORMAT:
+                raise sqlite3.DatabaseError(f"not a store of format {FORMAT}: {found}")
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    def close(self) -> None:
+        """Write what is queued (uses, entries), then close every connection; a later use opens
+        new ones."""
+        self.flush()
+        with self._lock:
+            connections, self._connections = self._connections, []
+            self._local = threading.local()
+        for connection in connections:
+            with contextlib.suppress(sqlite3.Error):
+                connection.close()
+
+    # reads -----------------------------------------------------------------------------------
+
+    def get(self, key: bytes, url: str | None = None) -> Entry | None:
+        """The entry of `key` if there is a whole one (for `url`, when given); else None. Counts
+        as a use of the entry."""
+        try:
+            connection = self._connection(create=False)
+            if connection is None:
+                return None
+            row = connection.execute(_GET, (key,)).fetchone()
+        except (sqlite3.Error, OSError):
+            return None  # a store that cannot be read is a miss, as a missing entry is
+        if row is None:
+            return None
+        stored_url, status, content_type, length, stored_digest, segment, body = row
+        if not (
+            isinstance(body, bytes)
+            and len(body) == length
+            and digest(body) == stored_digest
+            and isinstance(status, int)
+            and isinstance(content_type, str)
+            and (url is None or stored_url == url)
+        ):
+            return None  # damaged (or another request's): a miss, replaced by the next store
+        self._touch(key)
+        return Entry(stored_url, status, content_type, body, segment)
+
+    def _touch(self, key: bytes) -> None:
+        with self._lock:
+            self._touched[key] = self._touched.get(key, 0) + 1
+            due = not self._flushing and (
+                len(self._touched) >= TOUCH_FLUSH_COUNT
+                or time.monotonic() - self._last_flush > TOUCH_FLUSH_S
+            )
+            if due:
+                self._flushing = True
+        if due:
+            submit(self._flush)
+
+    def keys(self, *, not_segment: int | None = None) -> list[bytes]:
+        """Every entry's key (with `not_segment`: those another segment wrote)."""
+        connection = self._connection(create=False)
+        if connection is None:
+            return []
+        if not_segment is None:
+            rows = connection.execute("SELECT key FROM entries")
+        else:
+            rows = connection.execute(
+                "SELECT key FROM entries WHERE segment IS NULL OR segment != ?", (not_segment,)
+            )
+        return [key for (key,) in rows]
+
+    def stats(self) -> Stats:
+        """Entries, bytes, disk use, oldest and newest, hits (after writing the queued uses)."""
+        self.flush()
+        connection = self._connection(create=False)
+        if connection is None:
+            return Stats(0, 0, 0, None, None, 0, None)
+        row = connection.execute(
+            "SELECT count(*), total(length), min(stored_at), max(stored_at), total(hits),"
+            " max(used_at) FROM entries"
+        ).fetchone()
+        count, size, oldest, newest, hits, last_used = row
+        return Stats(count, int(size), self.disk_bytes(), oldest, newest, int(hits), last_used)
+
+    def disk_bytes(self) -> int:
+        """The bytes the store takes on disk: its file, and SQLite's -wal and -shm beside it."""
+        total = 0
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(OSError):
+                total += os.stat(f"{self.path}{suffix}").st_size
+        return total
+
+    # writes ----------------------------------------------------------------------------------
+
+    def put(
+        self,
+        key: bytes,
+        url: str,
+        status_code: int,
+        content_type: str,
+        content: bytes,
+        *,
+        segment: int | None = None,
+    ) -> Future[None]:
+        """Queue an entry (replacing any of `key`); the future is done once it is committed, or
+        holds the OSError of a store that refused it."""
+        future: Future[None] = Future()
+        row = (key, url, status_code, content_type, content, segment)
+        with self._lock:
+            self._pending.append((row, future))
+            start = not self._flushing
+            self._flushing = True
+        if start:
+            submit(self._flush)
+        return future
+
+    def flush(self) -> None:
+        """Write what is queued now, in this thread (waiting for a flush already under way)."""
+        while True:
+            with self._lock:
+                idle = not self._flushing
+                if idle and (self._pending or self._touched):
+                    self._flushing = True
+                    break
+            if idle:
+                return
+            time.sleep(0.002)  # another thread's flush: its transaction takes milliseconds
+        self._flush()
+
+    def _flush(self) -> None:
+        while True:
+            with self._lock:
+                batch, self._pending = self._pending, []
+                touched, self._touched = self._touched, {}
+                self._last_flush = time.monotonic()
+                if not batch and not touched:
+                    self._flushing = False
+                    return
+            error: OSError | None = None
+            try:
+                self._write([row for row, _ in batch], touched)
+            except (sqlite3.Error, OSError) as exc:
+                error = as_os_error(exc, self.path)
+            except BaseException:
+                with self._lock:
+                    self._flushing = False
+                raise
+            for _, future in batch:
+                if future.set_running_or_notify_cancel():
+                    if error is None:
+                        future.set_result(None)
+                    else:
+                        future.set_exception(error)
+
+    def _write(self, rows: list[tuple[Any, ...]], touched: dict[bytes, int]) -> None:
+        connection = self._connection(create=True)
+        assert connection is not None
+        now = int(time.time())
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            added = 0
+            if rows:
+                replaced = 0  # bytes of the entries these rows replace
+                for row in rows:
+                    found = connection.execute(_LENGTH, (row[0],)).fetchone()
+                    if found is not None:
+                        replaced += found[0]
+                prepared = [
+                    (key, url, status, ctype, len(body), digest(body), now, now, segment, body)
+                    for key, url, status, ctype, body, segment in rows
+                ]
+                connection.executemany(_PUT, prepared)
+                added = sum(row[4] for row in prepared) - replaced
+            if touched:
+                connection.executemany(
+                    "UPDATE entries SET used_at = ?, hits = hits + ? WHERE key = ?",
+                    [(now, count, key) for key, count in touched.items()],
+                )
+            if added:
+                total = self._add_total(connection, added)
+                if self.max_bytes is not None and total > self.max_bytes:
+                    self._evict(connection, total, int(self.max_bytes * EVICT_TO))
+            connection.execute("COMMIT")
+        except BaseException:
+            _rollback(connection)
+            raise
+
+    def _add_total(self, connection: sqlite3.Connection, added: int) -> int:
+        found = connection.execute("SELECT value FROM meta WHERE name = 'bytes'").fetchone()
+        if found is None:  # first counted: the whole table (these rows included)
+            total = int(connection.execute("SELECT total(length) FROM entries").fetchone()[0])
+        else:
+            total = int(found[0]) + added
+        connection.execute(
+            "INSERT OR REPLACE INTO meta (name, value) VALUES ('bytes', ?)", (total,)
+        )
+        return total
+
+    def _evict(self, connection: sqlite3.Connection, total: int, target: int) -> tuple[int, int]:
+        """Delete the least recently used entries until at most `target` bytes are left."""
+        victims: list[tuple[int]] = []
+        freed = 0
+        for rowid, length in connection.execute(
+            "SELECT id, length FROM entries ORDER BY used_at, id"
+        ):
+            if total - freed <= target:
+                break
+            victims.append((rowid,))
+            freed += length
+        connection.executemany("DELETE FROM entries WHERE id = ?", victims)
+        connection.execute(
+            "INSERT OR REPLACE INTO meta (name, value) VALUES ('bytes', ?)", (total - freed,)
+        )
+        return len(victims), freed
+
+    def prune(
+        self,
+        *,
+        max_bytes: int | None = None,
+        older_than_s: float | None = None,
+        everything: bool = False,
+    ) -> tuple[int, int]:
+        """Delete every entry (`everything`), those last used more than `older_than_s` ago, and
+        then the least recently used beyond `max_bytes`; give the freed pages back to the disk.
+        Returns (entries, bytes) deleted."""
+        self.flush()
+        connection = self._connection(create=False)
+        if connection is None:
+            return 0, 0
+        removed = freed = 0
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            if everything or older_than_s is not None:
+                where: str = ""
+                args: tuple[float, ...] = ()
+                if not everything:
+                    where, args = " WHERE used_at < ?", (time.time() - (older_than_s or 0),)
+                count, size = connection.execute(
+                    f"SELECT count(*), total(length) FROM entries{where}", args
+                ).fetchone()
+                connection.execute(f"DELETE FROM entries{where}", args)
+                removed, freed = count, int(size)
+            total = int(connection.execute("SELECT total(length) FROM entries").fetchone()[0])
+            connection.execute(
+                "INSERT OR REPLACE INTO meta (name, value) VALUES ('bytes', ?)", (total,)
+            )
+            if max_bytes is not None and total > max_bytes:
+                count, size = self._evict(connection, total, max_bytes)
+                removed, freed = removed + count, freed + size
+            connection.execute("COMMIT")
+        except BaseException:
+            _rollback(connection)
+            raise
+        connection.execute("PRAGMA incremental_vacuum")
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return removed, freed
+
+    def check(self) -> None:
+        """Raise OSError (one line) unless an entry could be written now: the folder and file
+        are made, and a transaction is committed."""
+        try:
+            connection = self._connection(create=True)
+            assert connection is not None
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                connection.execute(
+                    "INSERT OR REPLACE INTO meta (name, value) VALUES ('checked_at', ?)",
+                    (int(time.time()),),
+                )
+                connection.execute("COMMIT")
+            except BaseException:
+                _rollback(connection)
+                raise
+        except (sqlite3.Error, OSError) as exc:
+            raise as_os_error(exc, self.path) from exc
+
+    def segment(self, name: str) -> int:
+        """The number of the segment called `name` (a new one for a name not seen)."""
+        connection = self._connection(create=True)
+        assert connection is not None
+        connection.execute("INSERT OR IGNORE INTO segments (name) VALUES (?)", (name,))
+        found = connection.execute("SELECT id FROM segments WHERE name = ?", (name,)).fetchone()
+        return int(found[0])
+
+
+def as_os_error(exc: BaseException, path: Path) -> OSError:
+    """An SQLite or disk error as one OSError naming the store."""
+    message = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+    return OSError(f"{path}: {message}")
+
+
+def _has_schema(connection: sqlite3.Connection) -> bool:
+    found = connection.execute(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN"
+        " ('entries', 'meta', 'segments')"
+    ).fetchone()
+    return bool(found[0] == 3)
+
+
+def _rollback(connection: sqlite3.Connection) -> None:
+    with contextlib.suppress(sqlite3.Error):
+        connection.execute("ROLLBACK")
+
+
+# Every store of the process, so that a forked child drops (without closing: the parent still
+# uses them) the connections it inherited.
+_stores: weakref.WeakSet[Store] = weakref.WeakSet()
+_inherited: list[Any] = []
+
+# One small pool for every store of the process (made on first use, renewed in a forked child,
+# whose copy of the parent's threads does not run). Never anyio's default pool: sync code waiting
+# in it for an answer may fill it.
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def submit(function: Callable[..., T], *args: Any) -> Future[T]:
+    """Run `function(*args)` on the stores' own threads."""
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(_THREADS, thread_name_prefix="asynceval-store")
+        return _executor.submit(function, *args)
+
+
+def _after_fork_in_child() -> None:
+    global _executor, _executor_lock
+    _executor, _executor_lock = None, threading.Lock()
+    for store in list(_stores):
+        _inherited.append((store._local, store._connections))  # kept open: the parent's
+        store._local, store._connections = threading.local(), []
+        store._lock = threading.Lock()
+        store._pending, store._flushing = [], False
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
