@@ -4,6 +4,7 @@ nothing of asynceval, and every layer may import it).
 ```
 AsyncEvalError
 ├── ConfigError (also a ValueError)         a setting has a bad value
+│   └── RunLocked                           another run is writing this results file
 ├── TaskSpecError (also a ValueError)       a task (dict or JSONL line) is malformed
 ├── OpinionParseError (also a ValueError)   a judge's answer is not a usable opinion
 ├── LogFormatError (also a ValueError)      an events file line is not a JSON object
