@@ -3,6 +3,9 @@
 Rows are `(where, row)`: `where` names the file and line (or row) for messages. The JSONL, JSON,
 CSV/TSV readers open nothing until iterated; a Hugging Face source imports `datasets` and loads
 the dataset when its reader is made (`hf_rows`), so that no download waits in a run's event loop.
+`json_list` and `load_hf` load a .json file's list or a dataset whole, for a reader that keeps it
+(`numbered` then gives its rows); a `BytesRead` passed to the JSONL and CSV readers counts the
+bytes they have consumed, so that a check at the start can stop after so many.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import csv
 import importlib
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from typing import IO, Any
@@ -23,6 +26,15 @@ Check = Callable[[str, Sequence[str]], None]
 """Refuses a table's columns when a mapping names one it lacks (`where`, the column names)."""
 
 _MOST_CSV_FIELD = 2**31 - 1  # the csv module takes a C long; this fits on every platform
+
+
+class BytesRead:
+    """The bytes of its file a JSONL or CSV reader has consumed so far (`count`)."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
 
 
 @dataclass(frozen=True)
@@ -75,10 +87,10 @@ def _saved_dataset(path: str | PathLike[str]) -> bool:
     return any(os.path.isfile(os.path.join(path, f)) for f in ("dataset_dict.json", "state.json"))
 
 
-def jsonl_rows(path: str) -> Iterator[Row]:
+def jsonl_rows(path: str, read: BytesRead | None = None) -> Iterator[Row]:
     with open(path, "rb") as file:
         hint = " (a task file holds one JSON object per line)"
-        for number, line in enumerate(text_lines(path, file, hint), start=1):
+        for number, line in enumerate(text_lines(path, file, hint, read), start=1):
             if not line.strip():
                 continue
             try:
@@ -88,6 +100,12 @@ def jsonl_rows(path: str) -> Iterator[Row]:
 
 
 def json_rows(path: str, query: str) -> Iterator[Row]:
+    """The rows of a .json file, read (whole) when the first one is asked for."""
+    yield from numbered(f"{path}: row", json_list(path, query))
+
+
+def json_list(path: str, query: str) -> list[Any]:
+    """The list of rows a .json file holds (module doc of `datasets`), read now."""
     try:
         with open(path, encoding="utf-8-sig") as file:
             data = json.load(file)
@@ -106,15 +124,22 @@ def json_rows(path: str, query: str) -> Iterator[Row]:
         data = lists[0]
     if not isinstance(data, list):
         raise TaskSpecError(f"{path}: expected a list of tasks, got {type(data).__name__}")
-    for number, row in enumerate(data, start=1):
-        yield f"{path}: row {number}", row
+    return data
 
 
-def csv_rows(source: Origin, tsv: bool, check: Check) -> Iterator[Row]:
+def numbered(prefix: str, rows: Iterable[Any]) -> Iterator[Row]:
+    """Rows held whole, each named `PREFIX N` (N from 1)."""
+    return ((f"{prefix} {number}", row) for number, row in enumerate(rows, start=1))
+
+
+def csv_rows(
+    source: Origin, tsv: bool, check: Check, read: BytesRead | None = None
+) -> Iterator[Row]:
     """Rows of a CSV/TSV file as dicts, each named by the line it starts on."""
     path = source.name
     with open(path, "rb") as file:
-        reader = csv.reader(text_lines(path, file), delimiter="\t" if tsv else ",")
+        lines = text_lines(path, file, read=read)
+        reader = csv.reader(lines, delimiter="\t" if tsv else ",")
         header: list[str] | None = None
         try:
             while True:
@@ -151,10 +176,14 @@ def _next_row(reader: Iterator[list[str]]) -> list[str] | None:
         csv.field_size_limit(limit)
 
 
-def text_lines(path: str, file: IO[bytes], hint: str = "") -> Iterator[str]:
+def text_lines(
+    path: str, file: IO[bytes], hint: str = "", read: BytesRead | None = None
+) -> Iterator[str]:
     # decoded a line at a time so a bad byte is reported on its own line (a text file decodes
     # in blocks); a byte-order mark, as spreadsheets write, is dropped
     for number, raw in enumerate(file, start=1):
+        if read is not None:
+            read.count += len(raw)
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -166,11 +195,11 @@ def hf_rows(source: Origin, check: Check) -> Iterator[Row]:
     """The dataset's rows. It is loaded (from the hub, a cache or a folder) and its columns
     checked here, before this returns: a run that reads tasks lazily must not wait on a
     download in the middle of its event loop, with calls in flight."""
-    data = _load_hf(source, check)
-    return ((f"{source.where}: row {number}", row) for number, row in enumerate(data, start=1))
+    return numbered(f"{source.where}: row", load_hf(source, check))
 
 
-def _load_hf(source: Origin, check: Check) -> Any:
+def load_hf(source: Origin, check: Check) -> Any:
+    """The dataset (a `datasets.Dataset`) of an hf or hfdir source, its columns checked."""
     where = source.where
     try:
         # imported here: the hf extra is optional and `datasets` is slow to import
