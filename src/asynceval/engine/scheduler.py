@@ -32,6 +32,7 @@ from anyio.from_thread import BlockingPortal
 from .. import events
 from .._version import __version__
 from ..errors import BackendLost, ConfigError, TaskSpecError
+from ..funnel import CallJournal, journal_scope
 from ..limits import ConcurrencyController
 from ..runtime import RunGcThreshold, Runtime
 from . import run_lock
@@ -167,6 +168,10 @@ class Run:
                 self._done = set(self._prior)
         started = time.monotonic()
         async with AsyncExitStack() as backend_stack:
+            if self.journal and self.results_path is not None and self.backend is None:
+                journal = CallJournal(journal_path(self.results_path), self.run_id)
+                await backend_stack.enter_async_context(journal)
+                backend_stack.enter_context(journal_scope(journal))
             if self.backend is not None:
                 self._session = await backend_stack.enter_async_context(
                     self.backend.session(self.bench, settings, self.max_tasks, self._run_key())
@@ -271,7 +276,7 @@ class Run:
             "max_concurrent_tasks": self.max_tasks,
             "resumed": self.resume,
             "task_set": self.task_set,
-            "journal": self.journal,
+            "journal": self.journal and self.backend is None,
             **(dict(self._session.description) if self._session is not None else {}),
         }
 
@@ -407,6 +412,16 @@ def new_run_id() -> str:
     """A run's id: its UTC start second and 32 random bits (sortable by time; two runs started
     in the same second differ with odds of 1 in 4 billion)."""
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(4)
+
+
+def journal_path(results_path: str | PathLike[str]) -> str:
+    """Where the call journal of the results file at `results_path` is kept: `journal.sqlite`
+    beside `results.jsonl` (a run directory), `NAME.journal.sqlite` beside any other NAME.jsonl
+    (several results files in one folder keep apart)."""
+    path = os.fspath(results_path)
+    folder, name = os.path.split(path)
+    stem = os.path.splitext(name)[0]
+    return os.path.join(folder, "journal.sqlite" if stem == "results" else f"{stem}.journal.sqlite")
 
 
 def _checked_run_id(run_id: str) -> str:
