@@ -128,3 +128,74 @@ def test_a_base_url_with_a_query_or_fragment_is_refused_without_repeating_it(
     )
     assert "http://127.0.0.1:9/v1" in line and "hunter22" not in line
     assert not (tmp_path / "o").exists()
+
+
+HANGS = """
+import anyio
+
+from asynceval import Benchmark, Task
+
+
+class Hangs(Benchmark):
+    def default_tasks(self):
+        return [Task(query=str(i), id=f"t{i}") for i in range(10)]
+
+    async def setup_agents(self, agent_data, environment, task, user):
+        async def agent(query):
+            await anyio.sleep(7 if query == "9" else 0.01)  # one repetition hangs
+            return query
+
+        return [agent], {}
+"""
+
+
+def _progress_lines(stdout: str) -> list[str]:
+    return [line for line in stdout.splitlines() if line.startswith("[") and " done " in line]
+
+
+def test_the_eta_is_unknown_not_zero_while_a_repetition_hangs(tmp_path: Path) -> None:
+    """9 of 10 repetitions end at once, the 10th takes 7 s: the plain line at 5 s must not
+    promise the end in 0 s; the last line, at the end, says 0 s."""
+    (tmp_path / "hangs.py").write_text(HANGS)
+    done = asynceval("run", "hangs.py", "--out", "o", cwd=tmp_path)  # stdout a pipe: plain
+    assert done.returncode == 0, done.stderr
+    lines = _progress_lines(done.stdout)
+    assert len(lines) == 2, done.stdout  # at 5 s, and at the end
+    assert " done 9/10 " in lines[0] and lines[0].endswith("| ETA unknown"), lines[0]
+    assert " done 10/10 " in lines[1] and lines[1].endswith("| ETA 0s"), lines[1]
+
+
+def test_the_total_never_goes_negative_on_resume(tmp_path: Path) -> None:
+    """A results file with successes outside this run's pairs (repeats 5 and 6 of a run of one
+    repeat, as a run with more repeats leaves): the total left is 1 pair, never 3 - 4 = -1."""
+    (tmp_path / "hangs.py").write_text(HANGS.replace("7 if", "0.01 if").replace("10)", "3)"))
+    assert asynceval("run", "hangs.py", "--out", "o", "--quiet", cwd=tmp_path).returncode == 0
+    results = tmp_path / "o" / "results.jsonl"
+    header, *reports = results.read_text().splitlines()
+    extra = [json.dumps({**json.loads(reports[0]), "repeat_idx": r}) for r in (5, 6)]
+    results.write_text("\n".join([header, *reports[1:], *extra]) + "\n")  # t0's repeat 0 gone
+    done = asynceval("run", "hangs.py", "--resume", "o", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    last = _progress_lines(done.stdout)[-1]
+    assert "/-" not in last, last
+    assert " done 1/1 " in last or " done 1 " in last, last  # 1/1 once the CLI says what was done
+
+
+def test_the_total_on_resume_is_the_pairs_left_of_this_run(tmp_path: Path) -> None:
+    """`already_done` counts only this run's pairs: with it the CLI's total is exact."""
+    from asynceval.cli._progress import Progress, already_done
+    from asynceval.engine import Task
+    from asynceval.limits import ConcurrencyController
+
+    results = tmp_path / "results.jsonl"
+    lines = [{"type": "header"}] + [
+        {"task_id": task_id, "repeat_idx": repeat, "status": "success"}
+        for task_id, repeat in [("t1", 0), ("t2", 0), ("t1", 5), ("gone", 0)]
+    ]
+    results.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    tasks = [Task(query=str(i), id=f"t{i}") for i in range(3)]
+    assert already_done(results, tasks, 1) == 2
+    assert already_done(results, iter(tasks), 1) is None  # a stream is not consumed to count
+    progress = Progress(ConcurrencyController(5), 3, "quiet", sys.stdout, already_done=2)
+    progress.observe("run_started", {"resumed_pairs": 3})  # the engine's count: not this run's
+    assert progress.line().startswith("[0s] done 0/1 |")

@@ -1,14 +1,19 @@
 """The live view of a run: a rich panel on a terminal, plain periodic lines elsewhere.
 
 It learns what happens from asynceval's events (an observer: retries, timeouts, finished
-repetitions) and from the controller (calls in flight, calls queued).
+repetitions) and from the controller (calls in flight, calls queued). Its total is the pairs
+(task, repeat) this run has to run: on `--resume`, those not already in the results file. Its ETA
+counts down from the estimate made at the last finished repetition and says `unknown` once past
+it (a hanging call), never 0 s while repetitions still run.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any, Literal, TextIO
 
 import anyio
@@ -16,16 +21,32 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from ..engine import Task, successful_pairs
+from ..errors import TaskSpecError
 from ..limits import ConcurrencyController
 
 Mode = Literal["live", "plain", "quiet"]
 
 
-def _duration(seconds: float | None) -> str:
+def _duration(seconds: float | None, round_up: bool = False) -> str:
     if seconds is None:
-        return "?"
-    seconds = int(seconds)
+        return "unknown"
+    seconds = math.ceil(seconds) if round_up else int(seconds)
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def already_done(results: Path, tasks: Iterable[Any], repeats: int) -> int | None:
+    """How many pairs (task, repeat) of `tasks` x `repeats` the results file holds a success
+    for: what a resumed run will not run again. None when `tasks` cannot be counted without
+    consuming it (a stream) or a task is not valid (the run itself says so)."""
+    if not hasattr(tasks, "__len__"):
+        return None
+    try:
+        ids = {t.id if isinstance(t, Task) else Task.from_dict(t).id for t in tasks}
+        pairs = successful_pairs(results)
+    except (TaskSpecError, OSError, TypeError, ValueError):
+        return None
+    return sum(1 for task_id, repeat in pairs if task_id in ids and 0 <= repeat < repeats)
 
 
 class Progress:
@@ -38,9 +59,17 @@ class Progress:
         mode: Mode,
         stream: TextIO,
         plain_every: float = 5.0,
+        already_done: int | None = None,
     ) -> None:
+        """`total`: the pairs (task, repeat) of the run's tasks, None if unknown;
+        `already_done`: how many of them a resumed run's results file holds already (see
+        `already_done()`); None: taken from the `run_started` event's `resumed_pairs`."""
         self.controller = controller
-        self.total = total
+        self.total = total if total is None or already_done is None else total - already_done
+        self._total_known = already_done is not None
+        if self.total is not None and self.total < 0:  # more done than the tasks hold
+            self.total = None
+        self._finish_by: float | None = None  # when the last estimate said the run would end
         self.threads_still_running = 0
         self.scored = 0
         self.passed = 0.0
@@ -56,11 +85,15 @@ class Progress:
         self.stream_error: OSError | None = None
 
     def observe(self, event: str, fields: Mapping[str, Any]) -> None:
-        if event == "run_started" and self.total is not None:
-            self.total -= int(fields.get("resumed_pairs") or 0)  # done in an earlier run
+        if event == "run_started" and self.total is not None and not self._total_known:
+            # Done in an earlier run; pairs outside this run's tasks may be among them, so a
+            # count above the total says only that the total is unknown.
+            left = self.total - int(fields.get("resumed_pairs") or 0)
+            self.total = left if left >= 0 else None
         elif event == "task_finished":  # once per repetition, after its last attempt
             status = str(fields.get("status"))
             self.statuses[status] += 1
+            self._estimate()
             score = fields.get("score")
             if isinstance(score, int | float):  # scored as the summary scores it
                 self.scored += 1
@@ -80,17 +113,29 @@ class Progress:
     def done(self) -> int:
         return sum(self.statuses.values())
 
-    def figures(self) -> dict[str, Any]:
-        """The numbers the views show."""
-        elapsed = time.monotonic() - self.started
+    def _estimate(self) -> None:
+        """At a repetition's end: when the rest will be done at the pace so far."""
+        now = time.monotonic()
         done = self.done
+        if self.total is not None and done:
+            self._finish_by = now + max(0, self.total - done) * (now - self.started) / done
+
+    def figures(self) -> dict[str, Any]:
+        """The numbers the views show. The ETA counts down to the last estimate; past it, with
+        repetitions still to finish (a call hanging), it is unknown (None), not 0."""
+        now = time.monotonic()
+        elapsed = now - self.started
+        done = self.done
+        total = self.total if self.total is not None and self.total >= done else None
         eta = None
-        if self.total and done:
-            eta = max(0.0, (self.total - done) * elapsed / done)
+        if total is not None and done >= total:
+            eta = 0.0
+        elif total is not None and self._finish_by is not None and self._finish_by > now:
+            eta = self._finish_by - now
         stats = self.controller.statistics()
         return {
             "done": done,
-            "total": self.total,
+            "total": total,
             "in_flight": stats.active if self.remote_in_flight is None else self.remote_in_flight,
             "limit": stats.limit,
             "queued": stats.waiting,
@@ -105,13 +150,13 @@ class Progress:
 
     def line(self) -> str:
         f = self.figures()
-        total = f"/{f['total']}" if f["total"] else ""
+        total = "" if f["total"] is None else f"/{f['total']}"
         rate = "-" if f["pass_rate"] is None else f"{f['pass_rate']:.1%} of {f['scored']} scored"
         return (
             f"[{_duration(f['elapsed'])}] done {f['done']}{total} | in flight "
             f"{f['in_flight']}/{f['limit']} | queued calls {f['queued']} | retries {f['retries']}"
             f" | timeouts {f['timeouts']} calls, {f['task_timeouts']} tasks | pass rate {rate}"
-            f" | ETA {_duration(f['eta'])}"
+            f" | ETA {_duration(f['eta'], round_up=True)}"
         )
 
     def table(self) -> Table:
@@ -119,7 +164,7 @@ class Progress:
         table = Table(title="asynceval run", show_header=False, expand=False)
         table.add_column(style="bold")
         table.add_column()
-        total = f"/{f['total']}" if f["total"] else ""
+        total = "" if f["total"] is None else f"/{f['total']}"
         table.add_row("done", f"{f['done']}{total}")
         table.add_row("LLM calls in flight", f"{f['in_flight']} / {f['limit']}")
         table.add_row("calls queued", str(f["queued"]))
@@ -127,7 +172,8 @@ class Progress:
         table.add_row("timeouts", f"{f['timeouts']} calls, {f['task_timeouts']} tasks")
         rate = "-" if f["pass_rate"] is None else f"{f['pass_rate']:.1%} of {f['scored']} scored"
         table.add_row("pass rate so far", rate)
-        table.add_row("elapsed / ETA", f"{_duration(f['elapsed'])} / {_duration(f['eta'])}")
+        eta = _duration(f["eta"], round_up=True)
+        table.add_row("elapsed / ETA", f"{_duration(f['elapsed'])} / {eta}")
         return table
 
     async def show(self) -> None:
