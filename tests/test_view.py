@@ -192,7 +192,7 @@ def test_the_table_holds_the_latest_report_of_each_pair(tmp_path: Path) -> None:
     assert columns["task_id"] == ["a", "b", "c"] and run["n_rows"] == 3
     assert columns["score"] == [1.0, None, None] and columns["line"] == [6, 3, 7]
     assert columns["status"] == ["success", "agent_error", "success"]
-    assert columns["error"][1] == "AgentError: it broke badly"
+    assert columns["error"][1] == "your agent raised: AgentError: it broke badly"
     assert columns["prompt_tokens"] == [5, 5, 5] and columns["duration_s"] == [0.5] * 3
     assert run["superseded"] == 1 and run["summary"]["damaged_lines"] == 1
     assert len(run["headers"]) == 2 and run["summary"]["runs"] == 2

@@ -35,6 +35,10 @@ _owned = False  # whether _log_out's file was opened here (closed when replaced)
 # an event reads it in one lookup.
 _settings_source: Callable[[], Settings] | None = None  # see settings_from
 _bound: ContextVar[dict[str, Any]] = ContextVar("asynceval_bound", default={})  # noqa: B039
+# The events file of the run this code belongs to (`run_events_file`): a context variable, so
+# that several runs at once in one process each write their own file, their tasks and worker
+# threads included (they inherit the context).
+_run_log: ContextVar[EventLog | None] = ContextVar("asynceval_run_log", default=None)
 
 
 def configure_logging(settings: Settings | None = None, *, stream: TextIO | None = None) -> None:
@@ -188,15 +192,67 @@ def remove_observer(observer: Observer) -> None:
 
 
 def write(level: str, event: str, fields: dict[str, Any]) -> None:
-    """Write one event; a failure to write is counted, never raised into the call it describes."""
+    """Write one event (to the process's output, and to its run's events file if it has one);
+    a failure to write is counted, never raised into the call it describes."""
     try:
         for observer in _observers:
             observer(event, fields)
         log = _log_out or _log()
-        if LEVELS[level] >= log.threshold:
+        number = LEVELS[level]
+        if number >= log.threshold:
             log.write(level, event, fields, _bound.get())  # write errors reach _lines_lost
+        run_log = _run_log.get()
+        if run_log is not None and number >= run_log.threshold and not run_log.closed:
+            run_log.write(level, event, fields, _bound.get())
     except Exception as exc:
         _count_failure(f"the {event!r} event", exc)
+
+
+@contextlib.contextmanager
+def run_events_file(
+    path: str | os.PathLike[str], settings: Settings | None = None
+) -> Iterator[EventLog | None]:
+    """While in it, the events written in this context (a run: its tasks and worker threads
+    inherit it) are also appended to the events file at `path`, as JSON lines at INFO (DEBUG
+    when LOG_LEVEL=DEBUG), whatever the process's output is (stderr at WARNING by default,
+    LOG_FILE, or what the application set up with `configure_logging`): a run directory always
+    holds its run's events, and the application's own output keeps its own level. Several runs
+    at once each write their own file. When the process's output already is that file (the
+    command line's `configure_onto`), nothing more is opened. Lines of one event-loop turn go
+    out together at its end; the file is flushed and closed when the block ends. Yields the
+    file's EventLog, None when none was opened."""
+    settings = settings if settings is not None else _settings_in_force()
+    current = _log_out
+    target = os.path.abspath(os.fspath(path))
+    if current is not None and _same_file(current, target):
+        yield None
+        return
+    register_secret(settings.llm_api_key)
+    level = "DEBUG" if settings.log_level == "DEBUG" else "INFO"
+    log = EventLog(AppendOnlyFile(target), level, console=False, on_error=_lines_lost)
+    log.batching = 1  # a run is going: the lines of a loop turn wait for its end
+    token = _run_log.set(log)
+    try:
+        yield log
+    finally:
+        _run_log.reset(token)
+        with contextlib.suppress(Exception):
+            log.close()
+
+
+def _same_file(log: EventLog, target: str) -> bool:
+    output = log.output
+    return isinstance(output, AppendOnlyFile) and os.path.abspath(output.path) == target
+
+
+def events_path_for(results_path: str | os.PathLike[str]) -> str:
+    """Where a run's events go next to its results file: `DIR/events.jsonl` beside
+    `DIR/results.jsonl`, else `DIR/NAME.events.jsonl` beside `DIR/NAME.jsonl` (so that two
+    results files in one folder keep their events apart)."""
+    results = os.fspath(results_path)
+    folder, name = os.path.split(results)
+    stem = name[: -len(".jsonl")] if name.endswith(".jsonl") else name
+    return os.path.join(folder, "events.jsonl" if stem == "results" else f"{stem}.events.jsonl")
 
 
 def _count_failure(what: str, exc: Exception, lines: int = 1) -> None:
@@ -240,17 +296,25 @@ def context_value(key: str) -> Any:
 
 
 def forward(line: str) -> None:
-    """Write an event line rendered in another process (a cluster worker's) as it is, and show
-    it to the observers; a line that is not a JSON event is written all the same."""
+    """Write an event line rendered in another process (a cluster worker's) as it is, to the
+    outputs whose level it reaches (the process's, its run's events file), and show it to the
+    observers; a line that is not a JSON event is written all the same."""
     try:
-        if _observers:
-            with contextlib.suppress(ValueError):
-                fields = json.loads(line)
-                if isinstance(fields, dict):
+        number = LEVELS["critical"]  # a line without a level is written everywhere
+        with contextlib.suppress(ValueError):
+            fields = json.loads(line)
+            if isinstance(fields, dict):
+                number = LEVELS.get(str(fields.get("level", "")).lower(), number)
+                if _observers:
                     event = str(fields.pop("event", ""))
                     for observer in _observers:
                         observer(event, fields)
-        _log().write_line(line)
+        log = _log()
+        if number >= log.threshold:
+            log.write_line(line)
+        run_log = _run_log.get()
+        if run_log is not None and number >= run_log.threshold and not run_log.closed:
+            run_log.write_line(line)
     except Exception as exc:
         _count_failure("a forwarded event line", exc)
 

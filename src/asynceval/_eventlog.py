@@ -68,6 +68,7 @@ class EventLog:
         )
         self._file = output if isinstance(output, AppendOnlyFile) else None
         self._on_error = on_error
+        self.closed = False  # a run's events file after its run: late events skip it
         self._forked()
 
     def _forked(self) -> None:
@@ -168,6 +169,7 @@ class EventLog:
             try:
                 self.flush()
             finally:
+                self.closed = True
                 self._file.close()
 
 

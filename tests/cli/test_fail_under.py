@@ -27,7 +27,7 @@ def test_a_run_below_the_rate_exits_1_and_says_why(tmp_path: Path) -> None:
     done = asynceval("run", ARITHMETIC, "--out", "out", "--fail-under", "0.9", cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     assert f"pass rate {PASSED}/{SCORED} = 82.5% is below --fail-under 90%" in done.stderr
-    assert "0 infrastructure errors, 0 timeouts" in done.stderr
+    assert "0 errors, 0 timeouts" in done.stderr
     assert "asynceval results" in done.stdout  # the summary is still printed
 
 
@@ -117,14 +117,14 @@ class Crashy(Benchmark):
 
 
 def test_agent_errors_count_as_failures_and_the_rest_is_said(tmp_path: Path) -> None:
-    """1 pass, 5 agent errors, 1 user error, 2 infrastructure errors, 1 timeout: 1/7, not the
+    """1 pass, 5 agent errors, 1 user error, 2 errors of no status of their own, 1 timeout: 1/7, not the
     summary's 1/1."""
     (tmp_path / "crashy.py").write_text(CRASHY)
     done = asynceval("run", "crashy.py", "--quiet", "--fail-under", "50%", cwd=tmp_path)
     assert done.returncode == 1
     assert done.stderr.strip() == (
         "asynceval: pass rate 1/7 = 14.3% (6 agent or user errors counted as failures) is below "
-        "--fail-under 50% (not scored: 2 infrastructure errors, 1 timeouts)"
+        "--fail-under 50% (not scored: 2 errors, 1 timeouts)"
     )
     (run_dir,) = (tmp_path / "results").iterdir()
     done = asynceval("report", str(run_dir), "--fail-under", "0.1", cwd=tmp_path)

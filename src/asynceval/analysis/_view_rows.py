@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..engine.report import ERROR_KIND_LABELS, report_error_kind
 from ..engine.results import json_lines
 from ..errors import AsyncEvalError
 from .summary import finite_number, mapping, report_score
@@ -263,19 +264,22 @@ def _cells(record: Mapping[str, Any], number: int) -> dict[str, Any]:
         "prompt_tokens": finite_number(usage.get("prompt_tokens")),
         "completion_tokens": finite_number(usage.get("completion_tokens")),
         "attempts": finite_number(record.get("attempts")),
-        "error": _error_line(record.get("error")),
+        "error": _error_line(record.get("error"), report_error_kind(record)),
         "line": number,
     }
 
 
-def _error_line(error: Any) -> str | None:
+def _error_line(error: Any, kind: str | None) -> str | None:
+    """The error on one line, led by what kind it was ("your agent raised: AttributeError: ...")."""
     if error is None:
         return None
     if isinstance(error, Mapping):
-        kind, message = error.get("type"), error.get("message")
-        text = f"{kind}: {message}" if kind and message else str(message or kind or error)
+        type_, message = error.get("type"), error.get("message")
+        text = f"{type_}: {message}" if type_ and message else str(message or type_ or error)
     else:
         text = str(error)
+    if kind is not None:
+        text = f"{ERROR_KIND_LABELS.get(kind, kind)}: {text}"
     text = " ".join(text.split())
     return text if len(text) <= 200 else text[:199] + "…"
 

@@ -41,19 +41,46 @@ class LogCheck:
     runs: list[dict[str, Any]] = field(default_factory=list)
     limit_changes: int = 0
     lowest_endpoint_limit: int | None = None
+    cache_hits: int = 0  # calls answered from the model-call cache: they held no slot
+    journal_hits: int = 0  # calls of a resumed run answered from its call journal: no slot
+
+    @property
+    def answered_without_slot(self) -> int:
+        """Calls answered from the cache or the journal: they took no slot, sent nothing."""
+        return self.cache_hits + self.journal_hits
+
+    @property
+    def cannot_check(self) -> str | None:
+        """Why nothing can be said of the limit, or None when it can: no call events at all
+        (calls made around the funnel, or a log filtered above INFO), or calls in a run whose
+        limit is unknown (no `run_started` header and no --limit)."""
+        if not self.calls and not self.answered_without_slot:
+            return (
+                "no call events in this log (calls made outside the funnel, or a log filtered "
+                "above INFO)"
+            )
+        if any(run["limit"] is None and run["calls"] for run in self.runs):
+            return "no run header (run_started) says the limit: pass --limit"
+        return None
 
     @property
     def checkable(self) -> bool:
-        """Whether the log holds call events at all: without them nothing can be said of the
-        limit (a run whose calls went around the funnel, or a log filtered above INFO)."""
-        return self.calls > 0
+        """Whether the limit can be checked (see `cannot_check`); a run answered wholly from
+        the cache or the journal is: none of its calls held a slot."""
+        return self.cannot_check is None
 
     @property
     def ok(self) -> bool:
         return self.checkable and self.limit_held and not self.unresolved_429
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "checkable": self.checkable, "ok": self.ok}
+        return {
+            **asdict(self),
+            "answered_without_slot": self.answered_without_slot,
+            "checkable": self.checkable,
+            "cannot_check": self.cannot_check,
+            "ok": self.ok,
+        }
 
 
 def read_events(path: str | PathLike[str]) -> list[dict[str, Any]]:
@@ -163,6 +190,10 @@ class _Replay:
                 self.task_of[call_id] = (event.get("task_id"), event.get("repeat_idx"))
         elif name == "timeout":
             check.timeouts += 1
+        elif name == "cache_hit":
+            check.cache_hits += 1
+        elif name == "journal_hit":
+            check.journal_hits += 1
         elif name == "limit_changed":
             self._limit_changed(event)
         elif name == "llm_call_failed":
@@ -292,6 +323,8 @@ def combine(replays: Iterable[RunReplay], limit: int | None = None) -> LogCheck:
         for status, count in check.retries_by_status.items():
             total.retries_by_status[status] = total.retries_by_status.get(status, 0) + count
         total.timeouts += check.timeouts
+        total.cache_hits += check.cache_hits
+        total.journal_hits += check.journal_hits
         total.failed_calls += check.failed_calls
         total.unbalanced += check.unbalanced
         total.runs += check.runs

@@ -1,8 +1,10 @@
 """Summaries of a run's reports: what happened, and how well the agents did.
 
-Infrastructure failures and timeouts are counted apart and never folded into the score: the pass
-rate is computed only over scored repetitions (status success or evaluation_failed with at least
-one usable evaluator result), with a 95% Wilson interval.
+Errors and timeouts are counted apart and never folded into the score: the pass rate is computed
+only over scored repetitions (status success or evaluation_failed with at least one usable
+evaluator result), with a 95% Wilson interval. The errors are grouped by kind (provider refused,
+provider unreachable, your agent raised, your evaluator raised, setup failed, timed out: see
+`asynceval.engine._error_kinds`), each with its count and its first message.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..engine.report import eval_score
+from ..engine.report import ERROR_KIND_LABELS, eval_score, report_error_kind
 
 Z_95 = 1.959963984540054
 
@@ -61,7 +63,8 @@ class Summary:
     passed: float = 0.0
     pass_rate: float | None = None
     pass_rate_ci95: tuple[float, float] | None = None
-    infrastructure_errors: int = 0
+    errors: int = 0  # repetitions that ended in an error (timeouts included)
+    error_kinds: list[dict[str, Any]] = field(default_factory=list)  # see `ErrorGroup`
     timeouts: int = 0
     llm_calls: int = 0
     retries: int = 0
@@ -78,7 +81,33 @@ class Summary:
         return asdict(self)
 
 
-INFRASTRUCTURE = {"unknown_execution_error", "setup_failed", "environment_error"}
+FIRST_MESSAGE_CHARS = 200  # the first message of a kind, on one line, trimmed to this
+
+
+def error_message(record: Mapping[str, Any]) -> str:
+    """A report's error on one line: type, message (first line), where; trimmed."""
+    error = mapping(record.get("error"))
+    text = str(error.get("message") or "").strip().splitlines()
+    message = f"{error.get('type') or record.get('status')}: {text[0] if text else ''}".rstrip()
+    if len(message) > FIRST_MESSAGE_CHARS:
+        message = message[: FIRST_MESSAGE_CHARS - 1] + "\u2026"
+    return f"{message} (task {record.get('task_id')}, repeat {record.get('repeat_idx')})"
+
+
+def _group_errors(latest: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The errors of the latest reports by kind: {kind, label, count, first}, most first."""
+    groups: dict[str, dict[str, Any]] = {}
+    for record in latest:
+        if record.get("status") == "success" and not record.get("error"):
+            continue
+        kind = report_error_kind(record) or "agent_raised"
+        group = groups.get(kind)
+        if group is None:
+            label = ERROR_KIND_LABELS.get(kind, kind)
+            group = groups[kind] = {"kind": kind, "label": label, "count": 0}
+            group["first"] = error_message(record)
+        group["count"] += 1
+    return sorted(groups.values(), key=lambda group: -int(group["count"]))
 
 
 def summarize(records: Iterable[Mapping[str, Any]], wall_s: float | None = None) -> Summary:
@@ -96,7 +125,7 @@ def summarize(records: Iterable[Mapping[str, Any]], wall_s: float | None = None)
         statuses[status] += 1
         if record.get("termination_reason"):
             reasons[str(record["termination_reason"])] += 1
-        summary.infrastructure_errors += status in INFRASTRUCTURE
+        summary.errors += status != "success" or bool(record.get("error"))
         summary.timeouts += status == "task_timeout"
         score = report_score(record)
         if score is not None:
@@ -106,6 +135,7 @@ def summarize(records: Iterable[Mapping[str, Any]], wall_s: float | None = None)
         duration = finite_number(mapping(record.get("timing")).get("duration_s"))
         if duration is not None:
             durations.append(float(duration))
+    summary.error_kinds = _group_errors(latest) if summary.errors else []
     summary.statuses = dict(statuses.most_common())
     summary.termination_reasons = dict(reasons.most_common())
     if summary.scored:

@@ -1,8 +1,10 @@
 """`asynceval logs check EVENTS.jsonl`: did the limit hold, was every 429 resolved?
 
-Each run in the file (a resumed run appends its own) is checked against its own limit. Exit status
-0 when both hold, 1 when either was violated or the log has no call events to check, 2 when the
-log cannot be read.
+Each run in the file (a resumed run appends its own) is checked against its own limit. Calls
+answered from the model-call cache or the call journal held no slot: a run answered wholly from
+them holds its limit. Exit status 0 when both hold, 1 when either was violated or nothing can be
+checked (no call events, or calls whose limit no run header gives and no --limit), 2 when the log
+cannot be read.
 """
 
 from __future__ import annotations
@@ -38,12 +40,14 @@ def _ms(value: float | None) -> str:
 
 
 def _print_limit(check: LogCheck) -> None:
-    print(f"events            {check.events} ({check.calls} calls)")
-    if not check.checkable:
-        print(
-            "max in flight     cannot check: no call events in this log (calls made outside "
-            "the funnel, or a log filtered above INFO)"
-        )
+    stored = check.answered_without_slot
+    answered = (
+        f", {stored} more answered from the cache or the journal, holding no slot" if stored else ""
+    )
+    print(f"events            {check.events} ({check.calls} calls{answered})")
+    reason = check.cannot_check
+    if reason is not None:
+        print(f"max in flight     cannot check: {reason}")
         return
     limit = "unknown (pass --limit)" if check.limit is None else str(check.limit)
     verdict = "held" if check.limit_held else "EXCEEDED"

@@ -33,7 +33,7 @@ def add_fail_under(parser: argparse.ArgumentParser) -> None:
         type=rate,
         metavar="RATE",
         help="exit with status 1 when the pass rate is below RATE (0.8 or 80%%), or when no "
-        "repetition was scored; infrastructure errors and timeouts are not scored",
+        "repetition was scored; errors and timeouts are not scored",
     )
 
 
@@ -55,9 +55,10 @@ def rate(text: str) -> float:
 
 
 # Left out of the summary's pass rate (no evaluator ran) but failures for the gate: the agent, or
-# the simulated user it talked to, failed the task. Infrastructure errors and timeouts are not
-# the agent's doing: they stay out, and the verdict says how many there were.
+# the simulated user it talked to, failed the task (a status the benchmark chose). Other errors
+# and timeouts stay out, and the verdict says how many there were.
 _FAILED_FOR_THE_GATE = ("agent_error", "user_error")
+_UNSCORED_ERRORS = ("unknown_execution_error", "setup_failed", "environment_error")
 
 
 def fail_under_status(summary: Summary, threshold: float | None, *, quiet: bool = False) -> int:
@@ -68,11 +69,10 @@ def fail_under_status(summary: Summary, threshold: float | None, *, quiet: bool 
         return 0
     failed = sum(summary.statuses.get(status, 0) for status in _FAILED_FOR_THE_GATE)
     counted = summary.scored + failed
-    others = summary.repetitions - counted - summary.infrastructure_errors - summary.timeouts
-    unscored = (
-        f"not scored: {summary.infrastructure_errors} infrastructure errors, "
-        f"{summary.timeouts} timeouts"
-        + (f", {others} without an evaluator's result" if others else "")
+    errors = sum(summary.statuses.get(status, 0) for status in _UNSCORED_ERRORS)
+    others = summary.repetitions - counted - errors - summary.timeouts
+    unscored = f"not scored: {errors} errors, {summary.timeouts} timeouts" + (
+        f", {others} without an evaluator's result" if others else ""
     )
     wanted = f"--fail-under {threshold * 100:g}%"
     if not counted:
@@ -89,6 +89,27 @@ def fail_under_status(summary: Summary, threshold: float | None, *, quiet: bool 
     if not quiet:
         print(f"{rate_text} meets {wanted} ({unscored})")
     return 0
+
+
+def error_lines(summary: Summary) -> list[str]:
+    """One line per kind of error: its count, what it was, and the first message."""
+    return [f"{group['count']} {group['label']}: {group['first']}" for group in summary.error_kinds]
+
+
+def error_status(summary: Summary, *, allow_errors: bool, stream: TextIO) -> int:
+    """The exit status of `asynceval run` for its errors: 1 when any repetition (the latest
+    report of each (task, repeat)) ended in an error, with one line per kind on `stream`;
+    0 when none did, or with `allow_errors` (`--allow-errors`: a run that expects some)."""
+    if not summary.errors or allow_errors:
+        return 0
+    print(
+        f"asynceval: {summary.errors} of {summary.repetitions} repetitions ended in an error "
+        "(--allow-errors exits 0 all the same):",
+        file=stream,
+    )
+    for line in error_lines(summary):
+        print(f"  {line}", file=stream)
+    return 1
 
 
 def results_file(path_text: str) -> Path:
@@ -154,10 +175,12 @@ def print_summary(summary: Summary, stream: TextIO) -> None:
         )
     else:
         table.add_row("pass rate", "no scored repetitions")
-    table.add_row(
-        "not scored",
-        f"{summary.infrastructure_errors} infrastructure errors, {summary.timeouts} timeouts",
-    )
+    if summary.errors:
+        table.add_row("errors", f"{summary.errors} ({summary.timeouts} of them timeouts)")
+        for group in summary.error_kinds:
+            table.add_row(f"  {group['label']}", f"{group['count']}: {group['first']}")
+    else:
+        table.add_row("errors", "none")
     table.add_row("LLM calls / retries", f"{summary.llm_calls} / {summary.retries}")
     if summary.cache_hits:
         table.add_row("answered from the cache", f"{summary.cache_hits} of the LLM calls")

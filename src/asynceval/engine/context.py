@@ -27,6 +27,8 @@ class TaskContext:
         "evaluation_exceptions",
         "failed_calls",
         "repeat_idx",
+        "sent_calls",
+        "started_tasks",
         "task",
         "termination_reason",
         "timeout_s",
@@ -43,6 +45,10 @@ class TaskContext:
         self.evaluation_errors: list[dict[str, Any]] = []
         self.evaluation_exceptions: list[BaseException] = []
         self.failed_calls: list[BaseException] = []
+        # Calls that took a slot (by call_id), and asyncio tasks started, in this attempt: a
+        # call cut short still counts; a task left running is cancelled at the attempt's end.
+        self.sent_calls: set[Any] = set()
+        self.started_tasks: list[Any] = []
         self._started = time.monotonic()
 
     @property

@@ -2,8 +2,9 @@
 
 An attempt runs the benchmark's hooks in order under `anyio.fail_after`; a timeout gives a
 task_timeout outcome with the traces gathered so far. `Repetitions.run` re-runs a timed-out attempt
-once when the task's TimeoutAction says so (EXTEND doubles the time), and re-runs infrastructure
-failures up to `max_retries` times with the retry policy's backoff. Only cancellation of the run
+once when the task's TimeoutAction says so (EXTEND doubles the time), and re-runs failures that
+may pass another time (a failed LLM call that may succeed later, an error of no status of its
+own) up to `max_retries` times with the retry policy's backoff. Only cancellation of the run
 itself and the process exiting (KeyboardInterrupt, SystemExit) escape; anything else, a stray
 cancellation from the benchmark's own code or an application's own BaseException included,
 becomes the repetition's status.
@@ -12,6 +13,7 @@ becomes the repetition's status.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 import time
 from collections.abc import Mapping
@@ -28,8 +30,11 @@ from ..errors import TaskTimeoutError
 from ..funnel import UsageCounter, reclaiming_leases, track_usage
 from ..limits import RetryPolicy
 from ..runtime import Bridge, bridge_scope
+from ._error_kinds import with_kind
+from ._watch import cancel_tasks_left, count_calls_cut, end_tasks_left, live_calls, observe_calls
+from ._watch import watch_loop as _watch_loop
 from .context import TaskContext, task_context
-from .report import build_report, error_entry, eval_score, is_infrastructure_failure
+from .report import build_report, error_entry, eval_score, worth_running_again
 from .status import TaskExecutionStatus, TerminationReason, status_for
 from .task import Task, TimeoutAction
 from .threads import call_maybe_async
@@ -68,11 +73,16 @@ class Repetitions:
         self.policy = policy
         self.portal: BlockingPortal | None = None  # the run's, set when it starts
         self.run_over = threading.Event()  # set when the run ends: leftover threads are refused
+        self._watching = False  # the loop watch (blocks, tasks left running) started
+        observe_calls()
 
     async def run(self, unit: Unit) -> dict[str, Any]:
-        """Every attempt of one repetition (timeout re-runs, infrastructure retries): one report.
+        """Every attempt of one repetition (timeout re-runs, `max_retries` re-runs): one report.
         The attempts' loop is here, not in a method of its own: each frame between the run and
         the agent is resumed again at every suspension of the agent."""
+        if not self._watching:
+            self._watching = True
+            _watch_loop(self.settings.loop_block_warn_s, self.run_over)
         started = time.monotonic()
         usage = UsageCounter()
         task_id, repeat_idx = unit.task.id, unit.repeat_idx
@@ -98,7 +108,7 @@ class Repetitions:
                 elif (
                     status is not TaskExecutionStatus.SUCCESS
                     and retries < protocol.max_retries
-                    and is_infrastructure_failure(status, outcome.error)
+                    and worth_running_again(status, outcome.error)
                 ):
                     retries += 1
                     again, delay = "max_retries", self.policy.delay(retries)
@@ -130,6 +140,7 @@ class Repetitions:
             task=task, repeat_idx=unit.repeat_idx, timeout_s=timeout_s, attempt=attempt
         )
         state = _AttemptState()
+        live_before = live_calls(usage)
         bridge = self._bridge(unit, timeout_s)
         # Leases are reclaimed last, after the bridge has stopped the attempt's threads.
         with (
@@ -157,6 +168,7 @@ class Repetitions:
                 state.error = exc
             except BaseException as exc:
                 if _ends_the_run(exc):
+                    cancel_tasks_left(context)
                     raise  # the run itself is being cancelled, or the process is exiting
                 # e.g. awaiting a task the code cancelled itself, a GeneratorExit, a
                 # BaseException of the application's own: this repetition's error
@@ -164,6 +176,9 @@ class Repetitions:
             finally:
                 if bridge is not None:
                     bridge.close(timed_out=isinstance(state.error, TaskTimeoutError))
+            if context.started_tasks:
+                await end_tasks_left(context, state.agents)
+            count_calls_cut(context, usage, live_before)
             return _outcome(state, context, registry, timeout_s)
 
     def _bridge(self, unit: Unit, timeout_s: float | None) -> Bridge | None:
@@ -178,6 +193,7 @@ class Repetitions:
         user = await call_maybe_async(bench.setup_user, data, environment, task)
         agents = await call_maybe_async(bench.setup_agents, data, environment, task, user)
         agents_to_run, agents_by_name = _split_agents(agents)
+        state.agents = agents_by_name
         evaluators = await call_maybe_async(
             bench.setup_evaluators, environment, task, agents_by_name, user
         )
@@ -229,10 +245,14 @@ def _finished(
 class _AttemptState:
     """What one attempt reached: its phase, traces, evaluation results and error."""
 
-    __slots__ = ("error", "eval_results", "phase", "started", "traces")
+    __slots__ = ("agents", "error", "eval_results", "events_context", "phase", "started", "traces")
 
     def __init__(self) -> None:
         self.phase = "setup"
+        self.agents: Mapping[str, Any] | None = None
+        # The bound event fields (run_id, task_id, repeat_idx): a loop_blocked WARNING found
+        # by the loop watch's thread is written in them.
+        self.events_context = contextvars.copy_context()
         self.traces: Mapping[str, Any] | None = None
         self.eval_results: list[Any] | None = None
         self.error: BaseException | None = None
@@ -247,18 +267,22 @@ def _outcome(
     config = registry.collect_configs()
     error = state.error
     info: Mapping[str, Any] | None
+    phase = state.phase
     if error is not None:
-        status = status_for(error, state.phase)
+        status = status_for(error, phase)
         info = error_entry(error, elapsed_s=time.monotonic() - state.started, timeout_s=timeout_s)
     elif context.evaluation_errors:
-        status = TaskExecutionStatus.EVALUATION_FAILED
+        status, phase = TaskExecutionStatus.EVALUATION_FAILED, "evaluation"
         info = context.evaluation_errors[0]["error"]
         error = next(iter(context.evaluation_exceptions), None)  # decides a max_retries re-run
     elif context.failed_calls:
         status, error = TaskExecutionStatus.EVALUATION_FAILED, context.failed_calls[0]
+        phase = "evaluation"
         info = error_entry(error, elapsed_s=time.monotonic() - state.started, timeout_s=timeout_s)
     else:
         status, info = TaskExecutionStatus.SUCCESS, None
+    if info is not None:
+        info = with_kind(info, error, phase, state.started)
     reason = context.termination_reason
     if reason is None and state.phase != "setup" and status in _LOOP_ENDED:
         reason = TerminationReason.UNKNOWN

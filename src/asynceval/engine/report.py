@@ -3,10 +3,12 @@
     task_id, repeat_idx, status, termination_reason, eval, error, traces, config, usage, timing,
     attempts
 
-`error` is None or {type, message, traceback, elapsed_s, timeout_s}; `usage` counts the LLM calls,
-retries and tokens of the repetition (gathered by the call path, never passed by hand); `timing`
-holds queued_s (from its task being chosen to this repetition's start), duration_s, and
-finished_at (Unix time).
+`error` is None or {type, message, traceback, elapsed_s, timeout_s, kind} (kind: see
+`ErrorKind`: provider_refused, provider_unreachable, loop_blocked, agent_raised,
+evaluator_raised, setup_failed, timeout); `usage` counts the LLM calls (those a timeout or a
+cancellation cut short included), retries and tokens of the repetition (gathered by the call
+path, never passed by hand); `timing` holds queued_s (from its task being chosen to this
+repetition's start), duration_s, and finished_at (Unix time).
 """
 
 from __future__ import annotations
@@ -18,7 +20,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import LLMCallFailed, TaskTimeoutError
+from ._error_kinds import ERROR_KIND_LABELS, ErrorKind, report_error_kind
 from .status import TaskExecutionStatus, TerminationReason, leaf_errors
+
+__all__ = [
+    "ERROR_KIND_LABELS",
+    "REPORT_KEYS",
+    "ErrorKind",
+    "build_report",
+    "error_entry",
+    "eval_score",
+    "report_error_kind",
+    "worth_running_again",
+]
 
 REPORT_KEYS = (
     "run_id",
@@ -81,11 +95,13 @@ _MAY_BE_INFRASTRUCTURE = (
 )
 
 
-def is_infrastructure_failure(status: str, error: BaseException | None) -> bool:
-    """Whether a failed repetition may succeed if run again: an LLM call that failed for good but
-    could succeed later (in setup, execution or evaluation), or an error the engine could not
-    attribute to anything. A status the benchmark chose (agent_error, environment_error,
-    user_error, task_timeout) is never infrastructure; neither is a refused request (HTTP 400)."""
+def worth_running_again(status: str, error: BaseException | None) -> bool:
+    """Whether `TaskProtocol.max_retries` runs a failed repetition again: an LLM call that failed
+    for good but could succeed later (in setup, execution or evaluation), or an error of no
+    status of its own (unknown_execution_error: flaky code may pass the next time). A status the
+    benchmark chose (agent_error, environment_error, user_error, task_timeout) is never run
+    again; neither is a refused request (HTTP 400). What the error *was* is its kind
+    (`report["error"]["kind"]`, see `_error_kinds`), not this."""
     if status not in _MAY_BE_INFRASTRUCTURE:
         return False
     for leaf in leaf_errors(error) if error is not None else []:

@@ -89,13 +89,16 @@
       ]));
     cards.appendChild(el("div", { cls: "card" }, [kvTable([
       ["repetitions", num(s.repetitions)],
-      ["not scored", s.infrastructure_errors + " infrastructure errors, " + s.timeouts + " timeouts"],
+      ["errors", s.errors ? num(s.errors) + " (" + num(s.timeouts) + " of them timeouts)" : "none"],
+    ].concat((s.error_kinds || []).map(function (g) {
+      return ["  " + g.label, num(g.count) + ": " + g.first];
+    })).concat([
       ["LLM calls / retries", num(s.llm_calls) + " / " + num(s.retries)],
       s.cache_hits ? ["answered from the cache", num(s.cache_hits) + " of the LLM calls"] : null,
       ["tokens in / out", num(s.prompt_tokens) + " / " + num(s.completion_tokens)],
       ["task duration p50 / p95", secs(s.duration_p50_s) + " / " + secs(s.duration_p95_s)],
       ["wall time", secs(s.wall_s)],
-    ].filter(Boolean))]));
+    ]).filter(Boolean))]));
   }
 
   // Counts of a column's values (`key`: "status" or "reason", the hash's filter of that column);
