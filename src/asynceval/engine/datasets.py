@@ -1,7 +1,11 @@
 """Task sources: JSONL, JSON, CSV/TSV files and Hugging Face datasets, with a column mapping.
 
 `load_tasks(source, *, query=None, id=None, fields=None, split=None)` reads and checks every task
-(ids unique, at least one task); `iter_tasks` takes the same arguments and reads lazily. Forms:
+(ids unique, at least one task); `iter_tasks` takes the same arguments and reads lazily;
+`open_tasks` too, as a `TaskStream` (what `asynceval run --tasks` runs): JSONL and CSV/TSV read
+row by row, the first `CHECKED_AT_OPEN_ROWS` rows checked at open and the rest as they are
+reached, ids checked for repeats as they come (8 bytes each), `count()` and `tasks_source_info`
+from one pass over the file's bytes (no parsing). Forms:
 
 - `.json`: a list of row objects, or an object whose only list value is that list
   (`{"data": [...]}`, `{"version": 2, "data": [...]}`); read whole.
