@@ -199,3 +199,81 @@ def test_the_total_on_resume_is_the_pairs_left_of_this_run(tmp_path: Path) -> No
     progress = Progress(ConcurrencyController(5), 3, "quiet", sys.stdout, already_done=2)
     progress.observe("run_started", {"resumed_pairs": 3})  # the engine's count: not this run's
     assert progress.line().startswith("[0s] done 0/1 |")
+
+
+TINY = """
+from asynceval import Benchmark, Task
+
+
+class {name}(Benchmark):
+    def default_tasks(self):
+        return [Task(query=str(i), id=f"{prefix}{{i}}", evaluation_data={{"x": i}}) for i in range(3)]
+
+    async def setup_agents(self, agent_data, environment, task, user):
+        return [lambda query: query], {{}}
+
+    async def setup_evaluators(self, environment, task, agents, user):
+        return [lambda task, answer, traces: {{"passed": True}}]
+"""
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Run directories: `one` of benchmark One, `two` of Two on the same task
+    ids, `other` of One on other task ids; and files that are no results file. Read only."""
+    tmp_path = tmp_path_factory.mktemp("runs")
+    for module, name, prefix in (("one", "One", "t"), ("two", "Two", "t"), ("other", "One", "u")):
+        (tmp_path / f"{module}.py").write_text(TINY.format(name=name, prefix=prefix))
+    for module, out in (("one", "one"), ("two", "two"), ("other", "other")):
+        done = asynceval("run", f"{module}.py", "--out", out, "--quiet", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+    (tmp_path / "notes.jsonl").write_text('{"a": 1}\n{"b": 2}\n')
+    (tmp_path / "empty.jsonl").write_text("")
+    (tmp_path / "folder").mkdir()
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("other", "message"),
+    [
+        ("two", "one/results.jsonl is a run of benchmark One and two/results.jsonl of Two: "
+         "compare two runs of one benchmark (--any-benchmark pairs them all the same)"),
+        ("other", "one/results.jsonl and other/results.jsonl have no repetition in common (their "
+         "3 and 3 pairs of task_id and repeat_idx all differ): runs of different tasks"),
+        ("notes.jsonl", "notes.jsonl: not an asynceval results file (no run header and no "
+         "report line)"),
+        ("one/events.jsonl", "one/events.jsonl: an events file, not a results file (asynceval "
+         "logs check reads it; report, compare and view read a run's results.jsonl)"),
+        ("empty.jsonl", "empty.jsonl: holds no results"),
+        ("folder", "folder: no results file there"),
+    ],
+)  # fmt: skip
+def test_compare_on_the_wrong_shapes_is_one_line(runs: Path, other: str, message: str) -> None:
+    assert (
+        _one_line(asynceval("compare", "one", other, cwd=runs)) == f"asynceval compare: {message}"
+    )
+
+
+def test_compare_pairs_two_benchmarks_when_asked_and_hand_edited_ids(runs: Path) -> None:
+    done = asynceval("compare", "one", "two", "--any-benchmark", "--json", cwd=runs)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["n_pairs"] == 3
+    edited = (runs / "one" / "results.jsonl").read_text()
+    edited = edited.replace('"task_id": "t0"', '"task_id": ["t0"]')  # no engine writes that
+    for name in ("a.jsonl", "b.jsonl"):
+        (runs / name).write_text(edited)
+    done = asynceval("compare", "a.jsonl", "b.jsonl", "--json", cwd=runs)  # paired, no crash
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["n_pairs"] == 3
+
+
+@pytest.mark.parametrize("command", ["view"])  # report: once cli/_report.py checks the shape
+def test_report_and_view_on_a_file_that_is_not_results_is_one_line(
+    runs: Path, command: str
+) -> None:
+    for path, message in [
+        ("one/events.jsonl", "one/events.jsonl: an events file, not a results file"),
+        ("notes.jsonl", "notes.jsonl: not "),
+    ]:
+        line = _one_line(asynceval(command, path, cwd=runs))
+        assert line.startswith(f"asynceval {command}: {message}"), line

@@ -22,6 +22,7 @@ statistics use the pairs scored in both runs:
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections import Counter
@@ -29,6 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import AsyncEvalError
 from .summary import Z_95, Summary, report_score, summarize
 
 RESAMPLES = 10_000
@@ -38,6 +40,11 @@ MAX_PER_PAIR = 300  # pairs: a resample costs one draw per pair
 EXACT_TRIALS = 1000  # McNemar's binomial sums in integers up to this many discordant pairs
 
 PairId = tuple[Any, Any]  # (task_id, repeat_idx), as the results file has them
+
+
+class NotComparable(AsyncEvalError, ValueError):
+    """Raised by `check_comparable` for two runs that cannot be paired: runs of different
+    benchmarks, or with no repetition in common; the message names both runs."""
 
 
 @dataclass
@@ -171,8 +178,50 @@ def latest_reports(records: Iterable[Mapping[str, Any]]) -> dict[PairId, Mapping
     latest: dict[PairId, Mapping[str, Any]] = {}
     for record in records:
         if record.get("type") != "header":
-            latest[(record.get("task_id"), record.get("repeat_idx"))] = record
+            latest[(_hashable(record.get("task_id")), _hashable(record.get("repeat_idx")))] = record
     return latest
+
+
+def _hashable(value: Any) -> Any:
+    """A task_id or repeat_idx as a key: itself, or a hand-edited list or object as JSON text
+    (as `summarize` pairs them)."""
+    return json.dumps(value, sort_keys=True) if isinstance(value, list | dict) else value
+
+
+def check_comparable(
+    records_a: Iterable[Mapping[str, Any]],
+    records_b: Iterable[Mapping[str, Any]],
+    *,
+    label_a: str = "A",
+    label_b: str = "B",
+    any_benchmark: bool = False,
+) -> None:
+    """Raise `NotComparable` when two results files' records are not two runs of one thing:
+    their headers name different benchmarks (unless `any_benchmark`), or both hold reports and
+    no (task_id, repeat_idx) is in both (runs of different tasks)."""
+    records_a, records_b = list(records_a), list(records_b)
+    if not any_benchmark:
+        name_a, name_b = _benchmark(records_a), _benchmark(records_b)
+        if name_a is not None and name_b is not None and name_a != name_b:
+            raise NotComparable(
+                f"{label_a} is a run of benchmark {name_a} and {label_b} of {name_b}: compare "
+                "two runs of one benchmark (--any-benchmark pairs them all the same)"
+            )
+    latest_a, latest_b = latest_reports(records_a), latest_reports(records_b)
+    if latest_a and latest_b and not latest_a.keys() & latest_b.keys():
+        raise NotComparable(
+            f"{label_a} and {label_b} have no repetition in common (their {len(latest_a)} and "
+            f"{len(latest_b)} pairs of task_id and repeat_idx all differ): runs of different tasks"
+        )
+
+
+def _benchmark(records: Iterable[Mapping[str, Any]]) -> str | None:
+    """The benchmark the first header with one names, if any."""
+    for record in records:
+        name = record.get("benchmark") if record.get("type") == "header" else None
+        if isinstance(name, str):
+            return name
+    return None
 
 
 def pair_order(pair: PairId) -> tuple[str, int, str]:

@@ -5,14 +5,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any, TextIO
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..analysis.compare import Comparison, PairId, compare_runs
+from ..analysis.compare import Comparison, NotComparable, PairId, check_comparable, compare_runs
 from ..analysis.summary import Summary
+from ._errors import CLIError
+from ._files import check_results, is_header, is_report
 from ._report import load_records, results_file
 
 SHOWN = 20  # pairs listed per kind in the table view; --json lists them all
@@ -31,20 +34,42 @@ def add_parser(commands: Any) -> None:
     compare.add_argument("run_a", help="run A: a run directory or its results.jsonl")
     compare.add_argument("run_b", help="run B: a run directory or its results.jsonl")
     compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    compare.add_argument(
+        "--any-benchmark",
+        action="store_true",
+        help="pair runs whose headers name different benchmarks (a renamed class, two "
+        "benchmarks on one task set); without it they are refused",
+    )
     compare.set_defaults(handler=compare_command)
 
 
 def compare_command(args: argparse.Namespace) -> int:
     path_a, path_b = results_file(args.run_a), results_file(args.run_b)
-    records_a, damaged_a = load_records(path_a)
-    records_b, damaged_b = load_records(path_b)
-    comparison = compare_runs(records_a, records_b, label_a=str(path_a), label_b=str(path_b))
+    records_a, damaged_a = _results(path_a)
+    records_b, damaged_b = _results(path_b)
+    label_a, label_b = str(path_a), str(path_b)
+    try:
+        check_comparable(
+            records_a, records_b, label_a=label_a, label_b=label_b, any_benchmark=args.any_benchmark
+        )
+    except NotComparable as exc:
+        raise CLIError(str(exc)) from None
+    comparison = compare_runs(records_a, records_b, label_a=label_a, label_b=label_b)
     comparison.a.damaged_lines, comparison.b.damaged_lines = damaged_a, damaged_b
     if args.json:
         print(json.dumps(comparison.as_dict(), indent=2))
     else:
         print_comparison(comparison, sys.stdout)
     return 0
+
+
+def _results(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """(headers and reports, damaged lines) of a results file: a file that is none is a
+    CLIError; a line of JSON that is neither a header nor a report counts as damaged."""
+    records, damaged = load_records(path)
+    check_results(path, records)
+    kept = [record for record in records if is_header(record) or is_report(record)]
+    return kept, damaged + len(records) - len(kept)
 
 
 def _pass_rate(summary: Summary) -> str:

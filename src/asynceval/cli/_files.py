@@ -13,11 +13,13 @@ line at the end (`stdout_failure_line`), exit status 2 as well.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shlex
 import sys
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -113,3 +115,43 @@ def stdout_failure_line(error: OSError, out: Path) -> str:
 
 def _os_error(exc: OSError) -> str:
     return f"[Errno {exc.errno}] {exc.strerror}" if exc.errno is not None else str(exc)
+
+
+def is_header(record: Mapping[str, Any]) -> bool:
+    """Whether a results file's record is a run's header line."""
+    return record.get("type") == "header"
+
+
+def is_report(record: Mapping[str, Any]) -> bool:
+    """Whether a results file's record is a repetition's report (an event line is not)."""
+    return "task_id" in record and "event" not in record and not is_header(record)
+
+
+def events_file_error(path: Path) -> CLIError | None:
+    """The one-line error for an events file given where a results file belongs, judged by its
+    first line (an event line, not a header or a report); None for anything else."""
+    try:
+        with path.open("rb") as file:
+            first = json.loads(file.readline(1 << 20))
+    except (OSError, ValueError):
+        return None
+    if isinstance(first, dict) and "event" in first and not is_report(first):
+        return CLIError(_events_file(path))
+    return None
+
+
+def _events_file(path: Path) -> str:
+    return (
+        f"{path}: an events file, not a results file (asynceval logs check reads it; "
+        "report, compare and view read a run's results.jsonl)"
+    )
+
+
+def check_results(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
+    """A CLIError (one line) unless the records read from `path` are a results file's: at least
+    one run header or report. An events file is named as one, with the command that reads it."""
+    if any(is_header(record) or is_report(record) for record in records):
+        return
+    if any("event" in record for record in records):
+        raise CLIError(_events_file(path))
+    raise CLIError(f"{path}: not an asynceval results file (no run header and no report line)")

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..analysis.view import ViewError, write_view
 from ._errors import CLIError
+from ._files import events_file_error
 from ._report import results_file
 
 DEFAULT_COMPARISON = "asynceval-view.html"
@@ -59,7 +60,11 @@ def runs(paths: list[str]) -> list[Path]:
     for text in paths:
         if not os.path.lexists(text):
             raise CLIError(f"{text}: no such file or directory")
-        found.append(results_file(text))  # CLIError when there is no results file
+        path = results_file(text)  # CLIError when there is no results file
+        events = events_file_error(path)
+        if events is not None:  # said as what it is, before the page reads it
+            raise events
+        found.append(path)
     return found
 
 
