@@ -223,6 +223,8 @@ class _LoopWatch:
         self._answered = threading.Event()
         self._answered_at = 0.0
         self._verdict = threading.Event()
+        self._pending: _Culprit | None = None  # the culprit of a block going on
+        self._pending_lock = threading.Lock()
         self._stopped = False
         loop.set_task_factory(_task_factory)  # type: ignore[arg-type]
         self._thread = threading.Thread(
@@ -230,8 +232,14 @@ class _LoopWatch:
         )
         self._thread.start()
 
-    def _answer(self) -> None:
-        self._answered_at = time.monotonic()
+    def _answer(self, sent: float) -> None:
+        """On the loop: the ping's answer. After a block, the block is reported here, at once
+        on the loop's return (before the calls it made late see their timeouts)."""
+        now = self._answered_at = time.monotonic()
+        with self._pending_lock:
+            pending, self._pending = self._pending, None
+        if pending is not None and now - sent > self.threshold_s:
+            self._report(pending, now - sent)
         self._answered.set()
 
     def _watch(self) -> None:
@@ -260,18 +268,22 @@ class _LoopWatch:
     def _ping(self) -> None:
         self._answered.clear()
         sent = time.monotonic()
-        if not self._call_soon(self._answer):
+        if not self._call_soon(self._answer, sent):
             self._stopped = True
             return
         if self._answered.wait(self.threshold_s):
             return
         culprit = self._culprit()
+        with self._pending_lock:
+            late = self._answered.is_set()  # the loop came back while the frames were read
+            if not late:
+                self._pending = culprit
         while not self._answered.wait(self.tick_s):
             if self.loop.is_closed():
                 self._stopped = True
                 return
         blocked = self._answered_at - sent
-        if culprit is not None and blocked > self.threshold_s:
+        if late and culprit is not None and blocked > self.threshold_s:
             self._call_soon(self._report, culprit, blocked)
 
     def _report(self, culprit: _Culprit, blocked_s: float) -> None:
