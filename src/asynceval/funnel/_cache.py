@@ -19,6 +19,8 @@ the journal (`CallJournal.store_failures`).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import urllib.parse
 from collections.abc import Iterable
@@ -117,18 +119,23 @@ class CacheUse:
             self.journal.keep(bytes.fromhex(self.key), self.url, answer)
 
     async def store(self, answer: CachedAnswer) -> None:
-        """Keep a successful answer in the journal (queued) and the cache; a refusal of the
-        disk is counted, never raised."""
-        if self.journal is not None:
-            self.journal.keep(bytes.fromhex(self.key), self.url, answer)
+        """Keep a successful answer in the journal and the cache (both written at once, and
+        awaited, the journal's if it is `durable`); a refusal of the disk is counted, never
+        raised."""
+        journal = self.journal
+        kept = None
+        if journal is not None:
+            kept = journal.keep(bytes.fromhex(self.key), self.url, answer)
         cache = self.cache
-        if cache is None:
-            return
-        try:
-            await cache.store(self.key, self.method, self.url, answer)
-        except OSError as exc:
-            cache.store_failures += 1
-            if cache.store_failures == 1:
-                events.cache_store_failed(
-                    directory=str(cache.directory), error=f"{type(exc).__name__}: {exc}"
-                )
+        if cache is not None:
+            try:
+                await cache.store(self.key, self.method, self.url, answer)
+            except OSError as exc:
+                cache.store_failures += 1
+                if cache.store_failures == 1:
+                    events.cache_store_failed(
+                        directory=str(cache.directory), error=f"{type(exc).__name__}: {exc}"
+                    )
+        if kept is not None and journal is not None and journal.durable and not kept.done():
+            with contextlib.suppress(OSError):  # counted by the journal
+                await asyncio.wrap_future(kept)

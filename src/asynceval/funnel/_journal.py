@@ -13,9 +13,14 @@ asked; then the provider. So a repetition that was interrupted replays the calls
 and goes on live from the first it had not, and a repetition retried within one segment goes
 live, as without a journal. Every successful call (a cache hit too) is written to the journal.
 
-The write is queued, not awaited: the call returns to the agent at once and the answer is
-committed with the next group of writes, a few milliseconds later. An answer lost with a process
-killed in between is asked again on resume (paid twice, never wrong). Keys of earlier segments
+A call returns to the agent once its answer is committed (with `durable`, the default): the
+write joins the next group commit on the store's thread, after the slot was released, so it
+holds no slot and the calls waiting for one do not wait for it; an agent killed at any point
+re-sends nothing it had been answered. Committed means in SQLite's WAL file (synchronous=NORMAL):
+it survives the process being killed, not the machine losing power. With `durable=False` the
+call returns as soon as the answer is queued, and an answer lost with a process killed in the
+few milliseconds before its commit is asked again on resume (paid twice, never wrong). Keys of
+earlier segments
 are read once when the journal opens and kept in memory (8 bytes each), so a call that has
 nothing to replay costs no disk read; a fresh run's journal costs no read at all.
 """
@@ -42,15 +47,18 @@ FILE_NAME = "journal.sqlite"
 class CallJournal:
     """The call journal at `path` (a file, e.g. `RUN_DIR / "journal.sqlite"`), written by the
     segment `segment` (a name unique to this process's part of the run, e.g. its run id).
+    `durable`: a call returns once its answer is committed (the default; see the module), else
+    as soon as it is queued.
 
     `open()` / `close()` (sync, off the event loop) or `async with` (which runs them on the
     store's threads); bind it to the calls of a context with `journal_scope(journal)`.
     Counters: `hits` (calls replayed), `stored` and `store_failures` (answers the disk refused).
     """
 
-    def __init__(self, path: str | os.PathLike[str], segment: str) -> None:
+    def __init__(self, path: str | os.PathLike[str], segment: str, *, durable: bool = True) -> None:
         self.path = Path(path)
         self.segment = segment
+        self.durable = durable
         self.hits = 0
         self.stored = 0
         self.store_failures = 0
@@ -119,8 +127,8 @@ class CallJournal:
             return None  # this segment's own answer: a retried repetition goes live
         return CachedAnswer(entry.status_code, entry.content_type, entry.content)
 
-    def keep(self, key: bytes, url: str, answer: CachedAnswer) -> None:
-        """Queue `answer` for `key` (not awaited; see the module)."""
+    def keep(self, key: bytes, url: str, answer: CachedAnswer) -> Future[None]:
+        """Queue `answer` for `key`; the future is done once it is committed (see the module)."""
         if self._number is None:
             raise RuntimeError(f"{self!r} is not open")
         future = self.db.put(
@@ -132,6 +140,7 @@ class CallJournal:
             segment=self._number,
         )
         future.add_done_callback(self._kept)
+        return future
 
     def _kept(self, future: Future[None]) -> None:
         if future.cancelled():

@@ -16,8 +16,9 @@ edited by hand) is a miss, and the next store of that key replaces it.
 Writes are group commits: `put` queues the entry and the first queued write starts a flush on the
 store's threads that writes everything queued by then in one transaction (a thousand answers a
 second cost a few transactions, not a thousand). A hit's last use is noted in memory and written
-with the next flush (at the latest a second later, or at `close`): a hit is never a write
-transaction of its own, and a process that ends abruptly loses at most its last second of those.
+with the next flush (at the latest a second later, or at `close` and at the process's exit): a
+hit is never a write transaction of its own, and a process killed loses at most its last second
+of those.
 
 With `max_bytes`, the store keeps at most that many bytes of bodies: a write that passes it
 evicts the least recently used entries down to nine tenths of it (one scan of the table, so
@@ -27,6 +28,7 @@ transactions, so every process sharing the file sees the same one.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import os
@@ -96,7 +98,7 @@ class Stats(NamedTuple):
     entries: int
     bytes: int  # bodies, what `max_bytes` bounds
     disk_bytes: int  # the file and SQLite's -wal and -shm beside it
-    oldest: float | None  # stored_at, seconds since the epoch
+    oldest: float | None  # when stored, seconds since the epoch (kept in milliseconds)
     newest: float | None
     hits: int  # answers served from entries that are still there
     last_used: float | None
@@ -118,13 +120,18 @@ class Store:
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._pending: list[tuple[tuple[Any, ...], Future[None]]] = []
-        self._touched: dict[bytes, int] = {}
+        self._touched: dict[bytes, tuple[int, int]] = {}  # key: (uses, last use in ms)
         self._flushing = False
         self._last_flush = time.monotonic()
         _stores.add(self)
 
     def __repr__(self) -> str:
         return f"Store({str(self.path)!r}, max_bytes={self.max_bytes})"
+
+    def __del__(self) -> None:
+        # A store dropped (with its runtime) writes the uses it noted and closes its file.
+        with contextlib.suppress(Exception):
+            self.close()
 
     # connections -----------------------------------------------------------------------------
 
@@ -210,8 +217,10 @@ class Store:
         return Entry(stored_url, status, content_type, body, segment)
 
     def _touch(self, key: bytes) -> None:
+        now = _now_ms()
         with self._lock:
-            self._touched[key] = self._touched.get(key, 0) + 1
+            uses, _ = self._touched.get(key, (0, 0))
+            self._touched[key] = (uses + 1, now)
             due = not self._flushing and (
                 len(self._touched) >= TOUCH_FLUSH_COUNT
                 or time.monotonic() - self._last_flush > TOUCH_FLUSH_S
@@ -245,7 +254,10 @@ class Store:
             " max(used_at) FROM entries"
         ).fetchone()
         count, size, oldest, newest, hits, last_used = row
-        return Stats(count, int(size), self.disk_bytes(), oldest, newest, int(hits), last_used)
+        seconds = [None if ms is None else ms / 1000 for ms in (oldest, newest, last_used)]
+        return Stats(
+            count, int(size), self.disk_bytes(), seconds[0], seconds[1], int(hits), seconds[2]
+        )
 
     def disk_bytes(self) -> int:
         """The bytes the store takes on disk: its file, and SQLite's -wal and -shm beside it."""
@@ -270,7 +282,7 @@ class Store:
         """Queue an entry (replacing any of `key`); the future is done once it is committed, or
         holds the OSError of a store that refused it."""
         future: Future[None] = Future()
-        row = (key, url, status_code, content_type, content, segment)
+        row = (key, url, status_code, content_type, content, segment, _now_ms())
         with self._lock:
             self._pending.append((row, future))
             start = not self._flushing
@@ -317,10 +329,9 @@ class Store:
                     else:
                         future.set_exception(error)
 
-    def _write(self, rows: list[tuple[Any, ...]], touched: dict[bytes, int]) -> None:
+    def _write(self, rows: list[tuple[Any, ...]], touched: dict[bytes, tuple[int, int]]) -> None:
         connection = self._connection(create=True)
         assert connection is not None
-        now = int(time.time())
         connection.execute("BEGIN IMMEDIATE")
         try:
             added = 0
@@ -331,15 +342,15 @@ class Store:
                     if found is not None:
                         replaced += found[0]
                 prepared = [
-                    (key, url, status, ctype, len(body), digest(body), now, now, segment, body)
-                    for key, url, status, ctype, body, segment in rows
+                    (key, url, status, ctype, len(body), digest(body), at, at, segment, body)
+                    for key, url, status, ctype, body, segment, at in rows
                 ]
                 connection.executemany(_PUT, prepared)
                 added = sum(row[4] for row in prepared) - replaced
             if touched:
                 connection.executemany(
-                    "UPDATE entries SET used_at = ?, hits = hits + ? WHERE key = ?",
-                    [(now, count, key) for key, count in touched.items()],
+                    "UPDATE entries SET used_at = max(used_at, ?), hits = hits + ? WHERE key = ?",
+                    [(at, uses, key) for key, (uses, at) in touched.items()],
                 )
             if added:
                 total = self._add_total(connection, added)
@@ -399,7 +410,10 @@ class Store:
                 where: str = ""
                 args: tuple[float, ...] = ()
                 if not everything:
-                    where, args = " WHERE used_at < ?", (time.time() - (older_than_s or 0),)
+                    where, args = (
+                        " WHERE used_at < ?",
+                        (_now_ms() - int((older_than_s or 0) * 1000),),
+                    )
                 count, size = connection.execute(
                     f"SELECT count(*), total(length) FROM entries{where}", args
                 ).fetchone()
@@ -430,7 +444,7 @@ class Store:
             try:
                 connection.execute(
                     "INSERT OR REPLACE INTO meta (name, value) VALUES ('checked_at', ?)",
-                    (int(time.time()),),
+                    (_now_ms(),),
                 )
                 connection.execute("COMMIT")
             except BaseException:
@@ -446,6 +460,10 @@ class Store:
         connection.execute("INSERT OR IGNORE INTO segments (name) VALUES (?)", (name,))
         found = connection.execute("SELECT id FROM segments WHERE name = ?", (name,)).fetchone()
         return int(found[0])
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 def as_os_error(exc: BaseException, path: Path) -> OSError:
@@ -498,4 +516,13 @@ def _after_fork_in_child() -> None:
         store._pending, store._flushing = [], False
 
 
+def _close_all() -> None:
+    """At exit: write every store's noted uses and close its file (SQLite folds its -wal file
+    into the store and removes it)."""
+    for store in list(_stores):
+        with contextlib.suppress(Exception):
+            store.close()
+
+
 os.register_at_fork(after_in_child=_after_fork_in_child)
+atexit.register(_close_all)
