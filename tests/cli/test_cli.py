@@ -58,8 +58,9 @@ def test_default_output_directory_is_named_after_the_target(tmp_path: Path) -> N
     done = asynceval("run", ARITHMETIC, "--quiet", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     (out,) = (tmp_path / "results").iterdir()
-    assert out.name.startswith("arithmetic-") and (out / "results.jsonl").is_file()
-    assert done.stdout == ""
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    assert out.name == f"arithmetic-{run_id}" and (out / "results.jsonl").is_file()
+    assert done.stdout == f"results: results/{out.name}\n"  # quiet: only where it went
 
 
 def test_options_beat_the_environment_and_dotenv(tmp_path: Path) -> None:
@@ -120,7 +121,7 @@ def test_ctrl_c_then_resume_finishes_without_rerunning_successes(tmp_path: Path)
         (["run", SLOW, "--tasks", "bad.jsonl"], "bad.jsonl:2:"),
         (["run", SLOW, "--max-concurrent-llm-calls", "0"], "MAX_CONCURRENT_LLM_CALLS must be >= 1, got 0"),
         (["run", SLOW, "--out", "a_file/sub"], "cannot write to a_file/sub"),
-        (["run", SLOW, "--resume", "empty_dir"], "no results.jsonl there to resume"),
+        (["run", SLOW, "--resume", "empty_dir"], "no run there (no run.json, no results.jsonl)"),
         (["run", SLOW, "--repeats", "0"], "--repeats must be >= 1"),
         (["report", "nowhere.jsonl"], "no results file there"),
         (["logs", "check", "nowhere.jsonl"], "no such file"),

@@ -128,7 +128,7 @@ def _stopped_line(file: str, code: int) -> str:
     return (
         f"asynceval run: cannot write o/{file}: [Errno {code}] {os.strerror(code)}; the run "
         "stopped, the reports written so far are intact; once there is room, finish it with: "
-        "asynceval run padded.py --resume o"
+        "asynceval run --resume o"
     )
 
 
@@ -138,7 +138,15 @@ def test_results_file_over_the_size_limit_stops_the_run_and_resume_finishes_it(
     """3 KB reports fill results.jsonl first: the write that crosses the limit is cut back."""
     (tmp_path / "padded.py").write_text(PADDED_BENCH)
     done = asynceval(
-        "run", "padded.py", "--out", "o", "--quiet", cwd=tmp_path, pad=3000, file_size_limit=20000
+        "run",
+        "padded.py",
+        "--out",
+        "o",
+        "--quiet",
+        "--no-journal",  # the journal: see below
+        cwd=tmp_path,
+        pad=3000,
+        file_size_limit=20000,
     )
     assert _one_line(done) == _stopped_line("results.jsonl", errno.EFBIG)
     written = _reports(tmp_path / "o" / "results.jsonl")
@@ -153,7 +161,9 @@ def test_events_file_over_the_size_limit_stops_the_run_and_resume_finishes_it(
     """Small reports: events.jsonl (about 1 KB of events per task) fills first. `events` never
     raises into a call, so the CLI watches its file and stops the run."""
     (tmp_path / "padded.py").write_text(PADDED_BENCH)
-    done = asynceval("run", "padded.py", "--out", "o", cwd=tmp_path, file_size_limit=12000)
+    done = asynceval(
+        "run", "padded.py", "--out", "o", "--no-journal", cwd=tmp_path, file_size_limit=12000
+    )
     assert _one_line(done) == _stopped_line("events.jsonl", errno.EFBIG)
     events = _whole_lines(tmp_path / "o" / "events.jsonl")
     assert events[0]["event"] == "run_started"
@@ -163,6 +173,19 @@ def test_events_file_over_the_size_limit_stops_the_run_and_resume_finishes_it(
         [*CLI, "logs", "check", "o"], capture_output=True, text=True, cwd=tmp_path, check=False
     )
     assert check.returncode == 0, check.stdout + check.stderr  # both runs' events read whole
+
+
+def test_a_call_journal_that_cannot_be_written_is_one_line_before_the_run(
+    tmp_path: Path,
+) -> None:
+    """Under a 12 KB file size limit the journal's SQLite file cannot even be made: said at
+    start, naming it and the way around it, with no report written."""
+    (tmp_path / "padded.py").write_text(PADDED_BENCH)
+    done = asynceval("run", "padded.py", "--out", "o", cwd=tmp_path, file_size_limit=12000)
+    line = _one_line(done)
+    assert line.startswith("asynceval run: cannot write the call journal ")
+    assert "o/journal.sqlite" in line and line.endswith("--no-journal runs without it")
+    assert not (tmp_path / "o" / "results.jsonl").exists()
 
 
 @needs_dev_full

@@ -11,24 +11,33 @@ process alive after the summary.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
+import shlex
+import signal
 import sys
 import time
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
 from .. import _event_output, events
 from .._writer import AppendOnlyFile
 from ..config import Settings
-from ..engine import Benchmark, Task, load_tasks
+from ..engine import Benchmark, Task, run_lock
 from ..engine.backend import Backend
-from ..engine.datasets import parse_field_options
-from ..errors import BackendLost, ConfigError, TaskSpecError
-from ..runtime import Runtime, set_process_default
+from ..engine.datasets import TaskStream, open_tasks, parse_field_options, tasks_source_info
+from ..engine.results import read_header
+from ..engine.run_lock import Holder, RunLock
+from ..engine.scheduler import journal_path, new_run_id, task_set_of
+from ..engine.task import as_task, duplicate_message
+from ..errors import BackendLost, ConfigError, RunLocked, TaskSpecError
+from ..runtime import Runtime, Store, set_process_default
+from . import _manifest
 from ._errors import CLIError, describe
 from ._files import (
     config_error,
@@ -39,9 +48,17 @@ from ._files import (
     stop_when_broken,
     write_error,
 )
-from ._progress import Mode, Progress
-from ._report import add_fail_under, fail_under_status, load_summary, print_summary
+from ._progress import Mode, Progress, already_done
+from ._report import (
+    add_fail_under,
+    error_status,
+    fail_under_status,
+    load_summary,
+    print_summary,
+)
 from ._target import load_benchmark
+
+_E = TypeVar("_E", bound=BaseException)
 
 # option -> the setting it overrides
 OVERRIDES = {
@@ -58,17 +75,30 @@ def add_parser(commands: Any) -> None:
         "run",
         help="run a benchmark",
         description="Run a benchmark: TARGET is path/file.py[:NAME] or module:NAME, naming a "
-        "Benchmark class, instance or zero-argument factory.",
+        "Benchmark class, instance or zero-argument factory. Options beat .env and the "
+        "environment. `asynceval run --resume DIR` finishes an interrupted run with the target "
+        "and options it was started with.",
     )
-    run.add_argument("target", help="path/file.py[:NAME] or module:NAME")
+    run.add_argument(
+        "target",
+        nargs="?",
+        help="path/file.py[:NAME] or module:NAME (with --resume: taken from DIR/run.json)",
+    )
     run.add_argument(
         "--tasks",
         metavar="SOURCE",
         help="tasks: FILE.jsonl, .json, .csv or .tsv, a saved Hugging Face dataset DIR[@SPLIT], "
-        "or hf:NAME[:CONFIG][@SPLIT] (needs asynceval[hf])",
+        "or hf:NAME[:CONFIG][@SPLIT] (needs asynceval[hf]) (default: the benchmark's "
+        "default_tasks())",
     )
-    run.add_argument("--query-field", metavar="COLUMN", help="the column holding each query")
-    run.add_argument("--id-field", metavar="COLUMN", help="the column holding each task's id")
+    run.add_argument(
+        "--query-field",
+        metavar="COLUMN",
+        help="the column holding each query (default: query, else the only text column)",
+    )
+    run.add_argument(
+        "--id-field", metavar="COLUMN", help="the column holding each task's id (default: id)"
+    )
     run.add_argument(
         "--field",
         action="append",
@@ -78,30 +108,75 @@ def add_parser(commands: Any) -> None:
         "metadata); repeatable; other columns go to metadata",
     )
     where = run.add_mutually_exclusive_group()
-    where.add_argument("--out", metavar="DIR", help="where to write (default results/NAME-TIME)")
-    where.add_argument("--resume", metavar="DIR", help="continue the run whose files are in DIR")
-    run.add_argument("--repeats", type=int, metavar="N", help="repetitions per task")
-    run.add_argument("--max-concurrent-llm-calls", type=int, metavar="N")
-    run.add_argument("--max-concurrent-tasks", type=int, metavar="N")
-    run.add_argument("--llm-call-timeout", type=float, metavar="SECONDS")
-    run.add_argument("--base-url", metavar="URL", help="provider base URL, e.g. http://host/v1")
-    run.add_argument("--model", metavar="NAME", help="model name")
+    where.add_argument(
+        "--out", metavar="DIR", help="the run directory to write (default: results/NAME-RUN_ID)"
+    )
+    where.add_argument(
+        "--resume",
+        metavar="DIR",
+        help="finish the run in DIR: only what is missing runs, with its target and options",
+    )
+    run.add_argument(
+        "--repeats", type=int, metavar="N", help="repetitions per task (default: the benchmark's)"
+    )
+    run.add_argument(
+        "--max-concurrent-llm-calls",
+        type=int,
+        metavar="N",
+        help="LLM call attempts in flight at once, 1-50 (default: MAX_CONCURRENT_LLM_CALLS, 5)",
+    )
+    run.add_argument(
+        "--max-concurrent-tasks",
+        type=int,
+        metavar="N",
+        help="repetitions alive at once (default: MAX_CONCURRENT_TASKS, 32)",
+    )
+    run.add_argument(
+        "--llm-call-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="timeout of one LLM call attempt (default: LLM_CALL_TIMEOUT, 120)",
+    )
+    run.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="provider base URL, e.g. http://host/v1 (default: LLM_BASE_URL, else the embedded "
+        "simulated provider)",
+    )
+    run.add_argument("--model", metavar="NAME", help="model name (default: LLM_MODEL)")
     run.add_argument(
         "--dask",
         metavar="ADDRESS|local[:N]",
         help="run the repetitions on a Dask cluster: a scheduler address, or a local cluster of "
-        "N worker processes (default: the core count); needs asynceval[dask]",
+        "N worker processes (default: the core count); needs asynceval[dask] (default: in this "
+        "process)",
     )
     cache = run.add_mutually_exclusive_group()
     cache.add_argument(
         "--cache",
         metavar="DIR",
-        help="answer identical LLM calls from DIR and keep new answers there (LLM_CACHE_DIR)",
+        help="answer identical LLM calls from DIR and keep new answers there (default: "
+        "LLM_CACHE_DIR, else none)",
     )
     cache.add_argument(
         "--no-cache", action="store_true", help="no model-call cache, whatever LLM_CACHE_DIR says"
     )
-    run.add_argument("--quiet", action="store_true", help="no progress display, no summary")
+    run.add_argument(
+        "--no-journal",
+        action="store_true",
+        help="keep no call journal in DIR (default: kept, so that a resumed repetition replays "
+        "the calls it had finished instead of paying for them again)",
+    )
+    run.add_argument(
+        "--allow-errors",
+        action="store_true",
+        help="exit 0 even when repetitions ended in an error (default: exit 1, errors on stderr)",
+    )
+    run.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress display and no summary: only where the results are (default: both)",
+    )
     add_fail_under(run)
     run.set_defaults(handler=run_command)
 
@@ -109,11 +184,16 @@ def add_parser(commands: Any) -> None:
 def run_command(args: argparse.Namespace) -> int:
     if args.repeats is not None and args.repeats < 1:
         raise CLIError(f"--repeats must be >= 1, got {args.repeats}")
+    manifest = _resuming(args)
     options = {
         setting: getattr(args, option)
         for option, setting in OVERRIDES.items()
         if getattr(args, option) is not None
     }
+    if manifest is not None:  # what the run computes comes from its manifest
+        resolved = manifest["computes"].get("resolved", {})
+        options["llm_model"] = resolved.get("model")
+        options["llm_base_url"] = resolved.get("base_url")
     if args.cache is not None:
         options["llm_cache_dir"] = _cache_dir(args.cache)
     elif args.no_cache:
@@ -122,7 +202,6 @@ def run_command(args: argparse.Namespace) -> int:
     runtime = _install_runtime(_settings(options))
     bench = load_benchmark(args.target)
     tasks = _tasks(args, bench)
-    out = _output_dir(args)  # only once everything else is known to be right
     if bench.runtime is None:
         if bench.settings is not None:  # the target chose settings: the options still win
             runtime = _install_runtime(_settings({**bench.settings.model_dump(), **options}))
@@ -130,28 +209,176 @@ def run_command(args: argparse.Namespace) -> int:
     runtime = bench.runtime
     if args.repeats is not None:
         bench.n_task_repeats = args.repeats
-    events_file = _events_file(out, runtime.settings)
+    _check_cache(runtime)
+    run_id = new_run_id()
+    out = _output_dir(args, run_id)  # only once everything else is known to be right
+    with contextlib.ExitStack() as holding:
+        lock = _lock(holding, out)
+        if manifest is None:
+            if args.resume is not None:  # a run of an older asynceval: its results file first
+                _check_results_file(out / "results.jsonl")
+            manifest = _new_manifest(args, out, run_id, bench, tasks, runtime.settings)
+        else:
+            _manifest.check_tasks(out, manifest["computes"]["tasks"], _tasks_record(tasks))
+        _manifest.add_segment(manifest, run_id=run_id, args=args, resumed=args.resume is not None)
+        _write_manifest(out, manifest)
+        _check_journal(out, args, backend)
+        events_file = _events_file(out, runtime.settings)
+        if lock is not None and lock.taken_over is not None:
+            _say_taken_over(out, lock.taken_over)
+        return _run_and_summarise(args, bench, tasks, out, run_id, events_file, backend)
+    raise AssertionError("unreachable")  # pragma: no cover - the block returns or raises
+
+
+def _run_and_summarise(
+    args: argparse.Namespace,
+    bench: Benchmark,
+    tasks: Iterable[Any],
+    out: Path,
+    run_id: str,
+    events_file: AppendOnlyFile,
+    backend: Backend | None,
+) -> int:
+    assert bench.runtime is not None
     total = _total(tasks, bench)
+    results = out / "results.jsonl"
+    done = already_done(results, tasks, bench.n_task_repeats) if args.resume is not None else 0
     mode: Mode = "quiet" if args.quiet else ("live" if sys.stdout.isatty() else "plain")
-    progress = Progress(bench.controller or runtime.limiter, total, mode, sys.stdout)
+    progress = Progress(
+        bench.controller or bench.runtime.limiter, total, mode, sys.stdout, already_done=done
+    )
     started = time.monotonic()
-    if interrupted := _run(args, bench, tasks, out, progress, events_file, backend):
+    if interrupted := _run(args, bench, tasks, out, run_id, progress, events_file, backend):
         return interrupted
     try:
         if progress.stream_error is not None:
             raise progress.stream_error
-        status = 0
-        if not args.quiet or args.fail_under is not None:
-            summary = load_summary(out / "results.jsonl", time.monotonic() - started)
-            if not args.quiet:
-                print_summary(summary, sys.stdout)
-                print(f"results: {out / 'results.jsonl'}\nevents:  {out / 'events.jsonl'}")
-            status = fail_under_status(summary, args.fail_under, quiet=args.quiet)
-            sys.stdout.flush()  # here, where a refusal is one line, not at exit
+        summary = load_summary(out / "results.jsonl", time.monotonic() - started)
+        if not args.quiet:
+            print_summary(summary, sys.stdout)
+            print(f"results: {out / 'results.jsonl'}\nevents:  {out / 'events.jsonl'}")
+        else:
+            print(f"results: {out}")
+        sys.stdout.flush()  # here, where a refusal is one line, not at exit
+        status = fail_under_status(summary, args.fail_under, quiet=args.quiet)
+        sys.stdout.flush()
     except OSError as exc:
         raise CLIError(stdout_failure_line(exc, out)) from None
+    errors = error_status(summary, allow_errors=args.allow_errors, stream=sys.stderr)
     _say_abandoned(progress.threads_still_running)
-    return status
+    return status or errors
+
+
+def _resuming(args: argparse.Namespace) -> dict[str, Any] | None:
+    """For `--resume DIR`: its manifest, with `args` completed from it (None for a directory
+    of an older asynceval, which needs the target given again); without --resume, None."""
+    if args.resume is None:
+        if args.target is None:
+            raise CLIError(
+                "run needs a TARGET (path/file.py[:NAME] or module:NAME), or --resume DIR"
+            )
+        return None
+    out = Path(args.resume)
+    if not out.is_dir():
+        raise CLIError(f"--resume {args.resume}: no such run directory")
+    manifest = _manifest.read(out)
+    if manifest is not None:
+        _manifest.apply(args, manifest, out)
+        return manifest
+    if not (out / "results.jsonl").is_file():
+        raise CLIError(f"--resume {args.resume}: no run there (no run.json, no results.jsonl)")
+    if args.target is None:
+        raise CLIError(
+            f"--resume {args.resume}: no run.json there (a run of an older asynceval): give the "
+            "target and the options it was run with: asynceval run TARGET --resume DIR ..."
+        )
+    return None
+
+
+def _new_manifest(
+    args: argparse.Namespace,
+    out: Path,
+    run_id: str,
+    bench: Benchmark,
+    tasks: Iterable[Any],
+    settings: Settings,
+) -> dict[str, Any]:
+    """A new run's manifest; a run directory that already holds a run is refused (resume it)."""
+    if (args.resume is None and _holds_something(out / "results.jsonl")) or (
+        out / _manifest.NAME
+    ).exists():
+        raise CLIError(
+            f"{out} already holds a run: finish it with: asynceval run --resume {out}, or "
+            "choose another --out"
+        )
+    return _manifest.new(
+        run_id=run_id,
+        args=args,
+        benchmark=type(bench).__qualname__,
+        tasks=_tasks_record(tasks),
+        repeats=bench.n_task_repeats,
+        settings=settings.public(),
+    )
+
+
+def _check_results_file(path: Path) -> None:
+    try:
+        read_header(path)
+    except ConfigError as exc:
+        raise CLIError(str(exc)) from None
+    except OSError as exc:
+        raise CLIError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _tasks_record(tasks: Iterable[Any]) -> dict[str, Any]:
+    """What the manifest records of the run's tasks: a file's source, hash and mapping; the
+    benchmark's own tasks by their count and ids."""
+    if isinstance(tasks, TaskStream):
+        try:
+            return tasks_source_info(tasks)
+        except OSError as exc:
+            raise CLIError(f"--tasks {tasks.source}: {exc.strerror or exc}") from None
+    return {"kind": "default", **(task_set_of(tasks) or {})}
+
+
+def _lock(holding: contextlib.ExitStack, out: Path) -> RunLock | None:
+    try:
+        return holding.enter_context(run_lock.hold(out / "results.jsonl"))
+    except RunLocked as exc:
+        raise CLIError(str(exc)) from None
+    except OSError as exc:
+        raise CLIError(f"cannot write to {out}: {exc.strerror or exc}") from None
+
+
+def _write_manifest(out: Path, manifest: dict[str, Any]) -> None:
+    try:
+        _manifest.write(out, manifest)
+    except OSError as exc:
+        raise CLIError(f"cannot write {out / _manifest.NAME}: {exc.strerror or exc}") from None
+
+
+def _say_taken_over(out: Path, holder: Holder) -> None:
+    print(
+        f"asynceval: warning: {out} was left locked by {holder.describe()}, which is no longer "
+        "running (killed?); this run takes it over",
+        file=sys.stderr,
+    )
+    events.run_lock_taken_over(
+        directory=str(out),
+        pid=holder.pid or 0,
+        host=holder.host or "",
+        started_at=holder.started_at,
+    )
+
+
+def _check_cache(runtime: Runtime) -> None:
+    """A model-call cache that cannot be written is found now, before the run: one line."""
+    if runtime.cache is None:
+        return
+    try:
+        runtime.cache.check()
+    except OSError as exc:
+        raise CLIError(f"the model-call cache cannot be used: {exc}") from None
 
 
 def _events_file(out: Path, settings: Settings) -> AppendOnlyFile:
@@ -163,43 +390,95 @@ def _events_file(out: Path, settings: Settings) -> AppendOnlyFile:
     return file
 
 
+# Signals that end a run as Ctrl-C does, and the exit status each gives (128 + its number).
+_STOP_SIGNALS = {signal.SIGTERM: 143, signal.SIGHUP: 129} if hasattr(signal, "SIGHUP") else {}
+
+
 def _run(
     args: argparse.Namespace,
     bench: Benchmark,
     tasks: Iterable[Any],
     out: Path,
+    run_id: str,
     progress: Progress,
     events_file: AppendOnlyFile,
     backend: Backend | None,
 ) -> int:
-    """Run the benchmark: 0 when it ran to the end, 130 when Ctrl-C stopped it. A results or
-    events file the disk refused (the run stops at once) is a CLIError: one line, exit 2."""
+    """Run the benchmark: 0 when it ran to the end, 130 when Ctrl-C stopped it, 143 or 129 when
+    SIGTERM or SIGHUP did. A results or events file the disk refused (the run stops at once) is
+    a CLIError: one line, exit 2."""
+    hint = f"finish the rest with: asynceval run --resume {shlex.quote(str(out))}"
+    options = _RunOptions(
+        resume=args.resume is not None, run_id=run_id, journal=not args.no_journal
+    )
     try:
-        resume = args.resume is not None
-        stopped = anyio.run(_execute, bench, tasks, out, resume, progress, events_file, backend)
+        stopped = anyio.run(_execute, bench, tasks, out, options, progress, events_file, backend)
     except KeyboardInterrupt:
         print(
-            f"interrupted: {progress.done} repetitions finished and are in {out}; "
-            f"finish the rest with: asynceval run {args.target} --resume {out}",
+            f"interrupted: {progress.done} repetitions finished and are in {out}; {hint}",
             file=sys.stderr,
         )
         return 130
     except Exception as exc:  # the results file's OSError comes wrapped in exception groups
         error = write_error(exc, {str(out / "results.jsonl"), str(out / "events.jsonl")})
-        if error is None:
-            refused = config_error(exc)  # e.g. a benchmark the Dask workers cannot be sent
-            if refused is None:
-                raise
-            if isinstance(refused, BackendLost):
-                raise CLIError(
-                    f"{refused}; the finished reports are in {out}; finish the rest with: "
-                    f"asynceval run {args.target} --resume {out} --dask ..."
-                ) from None
+        if error is not None:
+            raise CLIError(_failure_line(error, True, out)) from None
+        if (bad_row := _first(exc, TaskSpecError)) is not None:  # a task file's row, mid-run
+            raise CLIError(
+                f"{bad_row}; the run stopped there, {progress.done} repetitions finished and are "
+                f"in {out}"
+            ) from None
+        refused = config_error(exc)  # e.g. a benchmark the Dask workers cannot be sent
+        if isinstance(refused, BackendLost):
+            raise CLIError(f"{refused}; the finished reports are in {out}; {hint}") from None
+        if refused is not None:
             raise CLIError(str(refused)) from None
-        raise CLIError(failure_line(error, True, args.target, out)) from None
+        if (disk := _first(exc, OSError)) is not None:  # the journal's store, say, refused
+            raise CLIError(f"{disk}; the finished reports are in {out}; {hint}") from None
+        raise
+    if stopped in _STOP_SIGNALS:
+        name = signal.Signals(stopped).name
+        print(
+            f"stopped by {name}: {progress.done} repetitions finished and are in {out}; {hint}",
+            file=sys.stderr,
+        )
+        return _STOP_SIGNALS[signal.Signals(stopped)]
     if events_file.error is not None:
-        raise CLIError(failure_line(events_file.error, stopped, args.target, out))
+        raise CLIError(_failure_line(events_file.error, stopped is not None, out))
     return 0
+
+
+def _first(exc: BaseException, kind: type[_E]) -> _E | None:
+    """The first `kind` error in `exc` or in the exception groups (nested or not) it is."""
+    if isinstance(exc, kind):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            if (found := _first(inner, kind)) is not None:
+                return found
+    return None
+
+
+def _check_journal(out: Path, args: argparse.Namespace, backend: Backend | None) -> None:
+    """A call journal that cannot be written is found now, before the run: one line."""
+    if args.no_journal or backend is not None:
+        return
+    path = journal_path(out / "results.jsonl")
+    try:
+        Store(path).check()
+    except OSError as exc:
+        raise CLIError(
+            f"cannot write the call journal {path}: {exc}; --no-journal runs without it"
+        ) from None
+
+
+def _failure_line(error: OSError, stopped: bool, out: Path) -> str:
+    """The one line a refused write becomes, with the short resume command."""
+    line = failure_line(error, stopped, "", out)
+    if not stopped:
+        return line
+    head = line.split("; once there is room")[0]
+    return f"{head}; once there is room, finish it with: asynceval run --resume {shlex.quote(str(out))}"
 
 
 def _backend(spec: str | None) -> Backend | None:
@@ -277,62 +556,80 @@ def _say_abandoned(count: int) -> None:
         sys.stderr.flush()
 
 
+@dataclass(frozen=True)
+class _RunOptions:
+    resume: bool
+    run_id: str
+    journal: bool
+
+
 async def _execute(
     bench: Benchmark,
     tasks: Iterable[Any],
     out: Path,
-    resume: bool,
+    options: _RunOptions,
     progress: Progress,
     events_file: AppendOnlyFile,
     backend: Backend | None = None,
-) -> bool:
-    """The run with its progress display; True if it was stopped because the events file
-    failed (`stop_when_broken`)."""
+) -> int | None:
+    """The run with its progress display. None when it ran to its end; the signal number
+    when SIGTERM or SIGHUP stopped it; 0 when the events file failed (`stop_when_broken`)."""
     events.add_observer(progress.observe)
+    stopped_by: list[int] = []
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(progress.show)
             try:
                 with anyio.CancelScope() as run_scope:
                     tg.start_soon(stop_when_broken, events_file, run_scope)
+                    if _STOP_SIGNALS:
+                        tg.start_soon(_stop_on_signals, run_scope, stopped_by)
                     await bench.run(
                         tasks,
                         results_path=out / "results.jsonl",
-                        resume=resume,
+                        resume=options.resume,
                         collect=False,
                         backend=backend,
+                        run_id=options.run_id,
+                        journal=options.journal,
                     )
             finally:  # outside run_scope, or that scope would not be the one catching its cancel
                 tg.cancel_scope.cancel()
-        return run_scope.cancelled_caught
+        if stopped_by:
+            return stopped_by[0]
+        return 0 if run_scope.cancelled_caught else None
     finally:
         events.remove_observer(progress.observe)
 
 
-def _output_dir(args: argparse.Namespace) -> Path:
+async def _stop_on_signals(scope: anyio.CancelScope, stopped_by: list[int]) -> None:
+    """SIGTERM and SIGHUP stop the run as Ctrl-C does: the repetitions in flight are cancelled,
+    every finished report is on disk, `run_finished` says interrupted."""
+    with anyio.open_signal_receiver(*_STOP_SIGNALS) as signals:
+        async for signum in signals:
+            stopped_by.append(int(signum))
+            scope.cancel()
+            return
+
+
+def _output_dir(args: argparse.Namespace, run_id: str) -> Path:
+    """The run directory: --resume's, --out's (made if missing), or a new one named after the
+    target and the run id (unique: two runs started in the same second never share it)."""
     if args.resume is not None:
-        out = Path(args.resume)
-        results = out / "results.jsonl"
-        if not results.is_file():  # empty is fine: a run the disk refused even a header
-            raise CLIError(f"--resume {args.resume}: no results.jsonl there to resume")
-        return out
+        return Path(args.resume)
     if args.out is not None:
         out = Path(args.out)
+        exist_ok = True
     else:
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         name = Path(args.target.partition(":")[0]).stem or "run"
-        out = Path("results") / f"{name}-{stamp}"
-    if _holds_something(out / "results.jsonl"):
-        raise CLIError(
-            f"{out} already holds results: continue them with --resume {out}, or choose --out"
-        )
+        out = Path("results") / f"{name}-{run_id}"
+        exist_ok = False
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".asynceval-write-test"
-        probe.write_text("")
-        probe.unlink()
+        out.mkdir(parents=True, exist_ok=exist_ok)
     except OSError as exc:
         raise CLIError(f"cannot write to {out}: {exc.strerror or exc}") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise CLIError(f"cannot write to {out}: Permission denied")
     return out
 
 
@@ -345,12 +642,15 @@ def _holds_something(path: Path) -> bool:
 
 
 def _tasks(args: argparse.Namespace, bench: Benchmark) -> Iterable[Task | Mapping[str, Any]]:
+    """The run's tasks: a stream of --tasks SOURCE (its first rows checked now), else the
+    benchmark's own, every one checked now (a repeated id or a task with no query is one line,
+    before anything is written)."""
     if args.tasks is None and (args.query_field or args.id_field or args.field):
         raise CLIError("--query-field, --id-field and --field map the columns of --tasks SOURCE")
     if args.tasks is not None:
         try:
             mapping = parse_field_options(args.query_field, args.id_field, args.field)
-            return load_tasks(args.tasks, **mapping)
+            return open_tasks(args.tasks, **mapping)
         except FileNotFoundError:
             raise CLIError(f"--tasks {args.tasks}: no such file") from None
         except TaskSpecError as exc:
@@ -366,8 +666,41 @@ def _tasks(args: argparse.Namespace, bench: Benchmark) -> Iterable[Task | Mappin
             f"{args.target}: the benchmark has no tasks of its own; pass --tasks SOURCE "
             "(or define default_tasks() on it)"
         )
-    return tasks
+    if isinstance(tasks, str | bytes | Mapping) or not isinstance(tasks, Iterable):
+        raise CLIError(
+            f"{args.target}: default_tasks() returned {type(tasks).__name__}, not a list of "
+            "tasks (Task objects or dicts of Task fields)"
+        )
+    try:
+        built = _checked(tasks)
+    except TaskSpecError as exc:
+        raise CLIError(f"{args.target}: default_tasks(): {exc}") from None
+    except Exception as exc:  # a generator of the target's raising as it is read
+        raise CLIError(f"{args.target}: default_tasks() failed: {describe(exc)}") from None
+    if not built:
+        raise CLIError(f"{args.target}: default_tasks() returned no task; pass --tasks SOURCE")
+    return built
+
+
+def _checked(tasks: Iterable[Any]) -> list[Task]:
+    """Every task built and its id checked (a repeated id names both places)."""
+    built: list[Task] = []
+    seen: dict[str, int] = {}
+    for index, item in enumerate(tasks):
+        try:
+            task = as_task(item)
+        except TaskSpecError as exc:
+            raise TaskSpecError(f"task {index}: {exc}") from None
+        if task.id in seen:
+            raise TaskSpecError(duplicate_message(task.id, f"tasks {seen[task.id]} and {index}"))
+        seen[task.id] = index
+        built.append(task)
+    return built
 
 
 def _total(tasks: Iterable[Any], bench: Benchmark) -> int | None:
+    """The pairs (task, repeat) of the run's tasks, for the progress display; None if unknown."""
+    if isinstance(tasks, TaskStream):
+        count = tasks.count()
+        return None if count is None else count * bench.n_task_repeats
     return len(tasks) * bench.n_task_repeats if hasattr(tasks, "__len__") else None  # type: ignore[arg-type]

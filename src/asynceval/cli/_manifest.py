@@ -1,0 +1,236 @@
+"""run.json: how a run was started, so that `asynceval run --resume DIR` needs nothing else.
+
+Written before the first repetition (atomically: a temporary file renamed over it) and again at
+the start of each resumed segment, it records the run's ids, its target, what decides what it
+computes (`computes`: the target, the tasks' source with its content hash and column mapping,
+the repeats, the model and base URL) and what decides how it runs (`how`: limits, timeout, the
+Dask backend, cache, journal, errors allowed, the pass-rate floor), the settings without secrets
+and the versions. A resume takes every option from here; an option given again that decides
+what the run computes must have the same value, one that decides how it runs may change (the
+new segment records it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import shlex
+import socket
+import sys
+import tempfile
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .._version import __version__
+from ._errors import CLIError
+
+NAME = "run.json"
+FORMAT = 1
+
+# --option -> its argparse dest, for what a run computes (given again: the same value only) ...
+COMPUTES = {
+    "--tasks": "tasks",
+    "--query-field": "query_field",
+    "--id-field": "id_field",
+    "--field": "field",
+    "--repeats": "repeats",
+    "--model": "model",
+    "--base-url": "base_url",
+}
+# ... and for how it runs (given again: the new value, for this segment).
+HOW = {
+    "--max-concurrent-llm-calls": "max_concurrent_llm_calls",
+    "--max-concurrent-tasks": "max_concurrent_tasks",
+    "--llm-call-timeout": "llm_call_timeout",
+    "--dask": "dask",
+    "--cache": "cache",
+    "--no-cache": "no_cache",
+    "--no-journal": "no_journal",
+    "--allow-errors": "allow_errors",
+    "--fail-under": "fail_under",
+}
+
+
+def canonical_target(spec: str) -> str:
+    """TARGET as a resume finds it from any folder: a file's absolute path (with its :NAME);
+    `module:NAME` as given."""
+    path, colon, name = spec.partition(":")
+    if path.endswith(".py") or os.sep in path or (os.altsep and os.altsep in path):
+        return os.path.abspath(path) + colon + name
+    return spec
+
+
+def read(out: Path) -> dict[str, Any] | None:
+    """DIR/run.json, or None when there is none (a run of an older asynceval); a file that is
+    not a manifest is one line."""
+    path = out / NAME
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CLIError(f"--resume {out}: cannot read {path} ({exc})") from None
+    try:
+        manifest = json.loads(text)
+    except ValueError:
+        manifest = None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise CLIError(f"--resume {out}: {path} is not a run manifest of this asynceval")
+    for key in ("target", "computes", "how", "segments"):
+        if not isinstance(manifest.get(key), dict if key != "segments" else list):
+            raise CLIError(f"--resume {out}: {path} has no {key!r}: not a whole run manifest")
+    return manifest
+
+
+def write(out: Path, manifest: Mapping[str, Any]) -> None:
+    """Replace DIR/run.json with `manifest` in one rename (a reader sees the old or the new)."""
+    descriptor, temporary = tempfile.mkstemp(prefix=".run-", suffix=".json", dir=out)
+    try:
+        os.fchmod(descriptor, 0o644)  # not mkstemp's 0600: a run directory others may read
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            json.dump(manifest, file, indent=2, ensure_ascii=False, default=str)
+            file.write("\n")
+        os.replace(temporary, out / NAME)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def given(args: argparse.Namespace, dest: str) -> bool:
+    """Whether option `dest` was given on this command line (not left at its default)."""
+    value = getattr(args, dest)
+    return value not in (None, False, [])
+
+
+def apply(args: argparse.Namespace, manifest: Mapping[str, Any], out: Path) -> None:
+    """Fill `args` for a resume from `manifest`: the target and every option the run was
+    started with. A computing option given again with another value is a CLIError (exit 2)
+    naming the option and both values."""
+    target = manifest["target"]
+    recorded_target = target.get("canonical")
+    if not isinstance(recorded_target, str):
+        raise CLIError(f"--resume {out}: {out / NAME} names no target")
+    if args.target is not None and canonical_target(args.target) != recorded_target:
+        raise _differs(out, "TARGET", args.target, target.get("spec", recorded_target))
+    args.target = recorded_target
+    options = manifest["computes"].get("options", {})
+    for option, dest in COMPUTES.items():
+        recorded = options.get(dest)
+        if given(args, dest):
+            mine = getattr(args, dest)
+            if dest == "tasks":
+                mine_cmp, theirs_cmp = os.path.abspath(mine), recorded
+            else:
+                mine_cmp, theirs_cmp = mine, recorded
+            if mine_cmp != theirs_cmp:
+                raise _differs(out, option, mine, "none" if recorded is None else recorded)
+        setattr(args, dest, recorded if recorded is not None else getattr(args, dest))
+    resolved = manifest["computes"].get("resolved", {})
+    args.resolved_model = resolved.get("model")
+    args.resolved_base_url = resolved.get("base_url")
+    for dest in HOW.values():
+        if not given(args, dest) and dest in manifest["how"]:
+            if dest in ("cache", "no_cache") and (given(args, "cache") or given(args, "no_cache")):
+                continue
+            setattr(args, dest, manifest["how"][dest])
+
+
+def check_tasks(out: Path, recorded: Mapping[str, Any], now: Mapping[str, Any]) -> None:
+    """The tasks a resume reads must be those the run was started with: the same content."""
+    before, after = recorded.get("sha256"), now.get("sha256")
+    if before is not None and before != after:
+        where = recorded.get("path") or recorded.get("source") or "the tasks"
+        raise CLIError(
+            f"--resume {out}: {where} changed since the run started (sha256 {before[:12]}... "
+            f"then, {str(after)[:12]}... now): resume only with the tasks it was run with"
+        )
+    if recorded.get("ids_sha256") is not None and recorded.get("ids_sha256") != now.get(
+        "ids_sha256"
+    ):
+        raise CLIError(
+            f"--resume {out}: the benchmark's own tasks changed since the run started "
+            f"({recorded.get('count')} tasks then, {now.get('count')} now, other ids): resume "
+            "only with the tasks it was run with"
+        )
+
+
+def new(
+    *,
+    run_id: str,
+    args: argparse.Namespace,
+    benchmark: str,
+    tasks: Mapping[str, Any],
+    repeats: int,
+    settings: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The manifest of a new run (its first segment included)."""
+    options = {dest: getattr(args, dest) for dest in COMPUTES.values()}
+    if options["tasks"] is not None:
+        options["tasks"] = os.path.abspath(options["tasks"])
+    options["repeats"] = repeats
+    return {
+        "format": FORMAT,
+        "run_id": run_id,
+        "created_at": _now(),
+        "target": {
+            "spec": args.target,
+            "canonical": canonical_target(args.target),
+            "benchmark": benchmark,
+        },
+        "computes": {
+            "options": options,
+            "tasks": dict(tasks),
+            "resolved": {
+                "model": settings.get("llm_model"),
+                "base_url": settings.get("llm_base_url"),
+            },
+        },
+        "how": how_of(args),
+        "settings": dict(settings),
+        "versions": {"asynceval": __version__, "python": platform.python_version()},
+        "segments": [],
+    }
+
+
+def how_of(args: argparse.Namespace) -> dict[str, Any]:
+    return {dest: getattr(args, dest) for dest in HOW.values()}
+
+
+def add_segment(
+    manifest: dict[str, Any], *, run_id: str, args: argparse.Namespace, resumed: bool
+) -> None:
+    """Record a segment (the first run, or a resume) starting now, with how it runs."""
+    manifest["segments"].append(
+        {
+            "run_id": run_id,
+            "started_at": _now(),
+            "resumed": resumed,
+            "how": how_of(args),
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "argv": shlex.join(sys.argv[1:]),
+        }
+    )
+
+
+def _differs(out: Path, option: str, mine: Any, theirs: Any) -> CLIError:
+    return CLIError(
+        f"--resume {out}: {option} {_show(mine)} differs from the run's {_show(theirs)}; it "
+        "decides what the run computes: resume without it, or start a new run with --out"
+    )
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, list):
+        return " ".join(str(v) for v in value) or "none"
+    return str(value)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
