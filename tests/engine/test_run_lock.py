@@ -123,3 +123,46 @@ def test_the_lock_is_held_for_the_run_only(tmp_path: Path) -> None:
     assert during is not None and during.pid == os.getpid() and during.started_at
     assert holder_of(path) is None
     assert time.time() - started < 30
+
+
+LIBRARY_RUN = """
+import asyncio, sys
+from asynceval import Benchmark, OpenAIChatModel, Task
+
+class One(Benchmark):
+    async def setup_agents(self, agent_data, environment, task, user):
+        model = OpenAIChatModel()
+        async def agent(query):
+            return (await model.generate(query)).text
+        return [agent], {}
+
+async def main():
+    reports = await One().run(
+        [Task(query="What is 2 + 2?", id="a"), Task(query="What is 3 + 3?", id="b")],
+        results_path=sys.argv[1],
+    )
+    print(len(reports))
+
+asyncio.run(main())
+"""
+
+
+def test_a_library_run_keeps_its_events_beside_its_results_and_stderr_quiet(
+    tmp_path: Path,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOG_", "LLM_"))}
+    for name, events in (("results.jsonl", "events.jsonl"), ("other.jsonl", "other.events.jsonl")):
+        done = subprocess.run(
+            [sys.executable, "-c", LIBRARY_RUN, str(tmp_path / name)],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+        assert (done.returncode, done.stdout, done.stderr) == (0, "2\n", "")
+        lines = [json.loads(x) for x in (tmp_path / events).read_text().splitlines()]
+        names = [e["event"] for e in lines]
+        assert names[0] == "run_started" and names[-1] == "run_finished"
+        assert names.count("acquired") == 2 and names.count("task_finished") == 2

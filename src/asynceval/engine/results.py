@@ -146,7 +146,10 @@ def read_header(path: str | PathLike[str]) -> dict[str, Any] | None:
     nothing yet. A file whose first line is not a run header is not a results file: ConfigError
     (a run never appends to it)."""
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
+        mode = os.stat(path).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(path)
+        if not stat.S_ISREG(mode):
             return None  # a device or a pipe (/dev/null, /dev/full): nothing to read back
         for number, _, value in json_lines(path):
             if isinstance(value, dict) and value.get("type") == "header":

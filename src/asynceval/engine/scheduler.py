@@ -29,7 +29,7 @@ import anyio.lowlevel
 import anyio.to_thread
 from anyio.from_thread import BlockingPortal
 
-from .. import events
+from .. import _event_output, events
 from .._version import __version__
 from ..errors import BackendLost, ConfigError, TaskSpecError
 from ..funnel import CallJournal, journal_scope
@@ -117,7 +117,10 @@ class Run:
         the connection pools the run opened are closed at its end."""
         if self.results_path is None:
             return await self._execute_bound()
-        with run_lock.hold(self.results_path) as lock:  # RunLocked: another run writes it
+        with (
+            run_lock.hold(self.results_path) as lock,  # RunLocked: another run writes it
+            _event_output.run_events_file(events_path(self.results_path), self.settings),
+        ):
             if lock is not None and lock.taken_over is not None:
                 left = lock.taken_over
                 events.ensure_logging(self.settings)
@@ -418,10 +421,19 @@ def journal_path(results_path: str | PathLike[str]) -> str:
     """Where the call journal of the results file at `results_path` is kept: `journal.sqlite`
     beside `results.jsonl` (a run directory), `NAME.journal.sqlite` beside any other NAME.jsonl
     (several results files in one folder keep apart)."""
-    path = os.fspath(results_path)
-    folder, name = os.path.split(path)
-    stem = os.path.splitext(name)[0]
-    return os.path.join(folder, "journal.sqlite" if stem == "results" else f"{stem}.journal.sqlite")
+    return _beside(results_path, "journal.sqlite")
+
+
+def events_path(results_path: str | PathLike[str]) -> str:
+    """Where the events of the run writing `results_path` go: `events.jsonl` beside
+    `results.jsonl`, `NAME.events.jsonl` beside any other NAME.jsonl."""
+    return _beside(results_path, "events.jsonl")
+
+
+def _beside(results_path: str | PathLike[str], name: str) -> str:
+    folder, file = os.path.split(os.fspath(results_path))
+    stem = os.path.splitext(file)[0]
+    return os.path.join(folder, name if stem == "results" else f"{stem}.{name}")
 
 
 def _checked_run_id(run_id: str) -> str:
