@@ -119,7 +119,9 @@ class Run:
             return await self._execute_bound()
         with (
             run_lock.hold(self.results_path) as lock,  # RunLocked: another run writes it
-            _event_output.run_events_file(events_path(self.results_path), self.settings),
+            _event_output.run_events_file(
+                _event_output.events_path_for(self.results_path), self.settings
+            ),
         ):
             if lock is not None and lock.taken_over is not None:
                 left = lock.taken_over
@@ -422,12 +424,6 @@ def journal_path(results_path: str | PathLike[str]) -> str:
     beside `results.jsonl` (a run directory), `NAME.journal.sqlite` beside any other NAME.jsonl
     (several results files in one folder keep apart)."""
     return _beside(results_path, "journal.sqlite")
-
-
-def events_path(results_path: str | PathLike[str]) -> str:
-    """Where the events of the run writing `results_path` go: `events.jsonl` beside
-    `results.jsonl`, `NAME.events.jsonl` beside any other NAME.jsonl."""
-    return _beside(results_path, "events.jsonl")
 
 
 def _beside(results_path: str | PathLike[str], name: str) -> str:
