@@ -237,3 +237,19 @@ def test_a_run_killed_at_a_random_point_then_resumed_sends_no_finished_call_twic
     records = read_records(tmp_path / "d" / "results.jsonl")[0]
     replayed = sum(r["usage"].get("journal_hits", 0) for r in records if "usage" in r)
     assert replayed == sent_before - (sent - 144) - 6 * len(before)
+
+
+def test_report_and_view_show_how_the_run_was_started(tmp_path: Path) -> None:
+    tasks_file(tmp_path / "tasks.jsonl", 3)
+    done = asynceval("run", SLOW, "--tasks", "tasks.jsonl", "--out", "d", "--quiet", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((tmp_path / "d" / "run.json").read_text())
+    report = asynceval("report", "d", cwd=tmp_path, env={"COLUMNS": "400"})
+    assert report.returncode == 0, report.stderr
+    assert f"{tmp_path / 'tasks.jsonl'} (jsonl, 3 rows, sha256 " in report.stdout
+    assert manifest["run_id"] in report.stdout and "(Slow)" in report.stdout
+    as_json = json.loads(asynceval("report", "d", "--json", cwd=tmp_path).stdout)
+    assert as_json["run"] == manifest
+    view = asynceval("view", "d", "--out", "page.html", cwd=tmp_path)
+    assert view.returncode == 0, view.stderr
+    assert "(jsonl, 3 rows, sha256 " in (tmp_path / "page.html").read_text()

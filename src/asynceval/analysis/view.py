@@ -37,6 +37,7 @@ from ..events import NO_LLM_CALLS_ADVICE
 from ._view_events import read_events_view
 from ._view_rows import BUDGET, ROW_CAP, DetailBudget, ViewError, count_lines, dumps, read_rows
 from .compare import compare_runs
+from .run_info import describe, read_manifest
 from .summary import summarize
 
 __all__ = ["ViewError", "build_view", "view_data", "write_view"]
@@ -96,6 +97,7 @@ def _run_data(
     its light records (for the comparison). Raises OSError when a file cannot be read,
     ViewError when `results` is not a results file."""
     rows = read_rows(results, share=share)
+    manifest = read_manifest(results)
     summary = summarize(rows.records, wall_s=rows.wall_s())
     summary.damaged_lines = rows.damaged_lines
     events = read_events_view(results.parent / "events.jsonl", rows.headers, max_buckets)
@@ -105,6 +107,7 @@ def _run_data(
         "label": label,
         "results_path": str(results),
         "headers": rows.headers,
+        "manifest": [list(line) for line in describe(manifest)] if manifest else None,
         "summary": summary.as_dict(),
         "warnings": [NO_LLM_CALLS_ADVICE] if no_calls else [],
         "columns": rows.columns,

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..analysis import Summary, summarize
+from ..analysis.run_info import describe, read_manifest
 from ..engine import read_records
 from ..events import NO_LLM_CALLS_ADVICE
 from ._errors import CLIError
@@ -141,10 +142,14 @@ def load_summary(path: Path, wall_s: float | None = None) -> Summary:
 
 
 def report_command(args: argparse.Namespace) -> int:
-    summary = load_summary(results_file(args.results))
+    path = results_file(args.results)
+    summary = load_summary(path)
+    manifest = read_manifest(path)
     if args.json:
-        print(json.dumps(summary.as_dict(), indent=2))
+        print(json.dumps({**summary.as_dict(), "run": manifest}, indent=2))
     else:
+        if manifest is not None:
+            print_manifest(manifest, sys.stdout)
         print_summary(summary, sys.stdout)
     # With --json, stdout stays one JSON document: the verdict of a pass goes unsaid.
     return fail_under_status(summary, args.fail_under, quiet=args.json)
@@ -152,6 +157,16 @@ def report_command(args: argparse.Namespace) -> int:
 
 def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f} s"
+
+
+def print_manifest(manifest: dict[str, Any], stream: TextIO) -> None:
+    """How the run was started, from its run.json."""
+    table = Table(title="asynceval run", show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    for label, text in describe(manifest):
+        table.add_row(label, text)
+    Console(file=stream).print(table)
 
 
 def print_summary(summary: Summary, stream: TextIO) -> None:

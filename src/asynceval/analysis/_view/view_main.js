@@ -41,6 +41,7 @@
 
   function headerCard(run) {
     var card = el("div", { cls: "card run-card" });
+    if (run.manifest) card.appendChild(kvTable(run.manifest));
     if (!run.headers.length) card.appendChild(el("p", { text: "results.jsonl has no header line." }));
     run.headers.forEach(function (h, i) {
       if (run.headers.length > 1) card.appendChild(el("div", { cls: "muted", text: "run " + (i + 1) + " of " + run.headers.length + (h.resumed ? " (resumed)" : "") }));
