@@ -34,7 +34,7 @@ def add_fail_under(parser: argparse.ArgumentParser) -> None:
         type=rate,
         metavar="RATE",
         help="exit with status 1 when the pass rate is below RATE (0.8 or 80%%), or when no "
-        "repetition was scored; errors and timeouts are not scored",
+        "repetition was scored; errors and timeouts are not scored (default: no floor)",
     )
 
 

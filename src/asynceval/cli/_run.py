@@ -94,10 +94,13 @@ def add_parser(commands: Any) -> None:
     run.add_argument(
         "--query-field",
         metavar="COLUMN",
-        help="the column holding each query (default: query, else the only text column)",
+        help="the column holding each query (default: column query)",
     )
     run.add_argument(
-        "--id-field", metavar="COLUMN", help="the column holding each task's id (default: id)"
+        "--id-field",
+        metavar="COLUMN",
+        help="the column holding each task's id (default: column id if any, else one derived "
+        "from the task's content)",
     )
     run.add_argument(
         "--field",
