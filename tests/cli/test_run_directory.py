@@ -237,6 +237,8 @@ def test_a_run_killed_at_a_random_point_then_resumed_sends_no_finished_call_twic
     records = read_records(tmp_path / "d" / "results.jsonl")[0]
     replayed = sum(r["usage"].get("journal_hits", 0) for r in records if "usage" in r)
     assert replayed == sent_before - (sent - 144) - 6 * len(before)
+    summary = json.loads(asynceval("report", "d", "--json", cwd=tmp_path).stdout)
+    assert summary["journal_hits"] == replayed and summary["llm_calls"] == 144
 
 
 def test_report_and_view_show_how_the_run_was_started(tmp_path: Path) -> None:

@@ -50,7 +50,14 @@ COLUMNS = (
     "error", "line",
 )  # fmt: skip
 _IN_COLUMNS = {"llm_calls", "retries", "prompt_tokens", "completion_tokens"}
-_USAGE = ("llm_calls", "retries", "cache_hits", "prompt_tokens", "completion_tokens")
+_USAGE = (
+    "llm_calls",
+    "retries",
+    "cache_hits",
+    "journal_hits",
+    "prompt_tokens",
+    "completion_tokens",
+)
 _PASSED, _FAILED = [{"score": 1.0}], [{"score": 0.0}]  # light records' evals, shared
 
 # Built once: json.dumps with options other than the defaults builds an encoder per call.

@@ -69,6 +69,7 @@ class Summary:
     llm_calls: int = 0
     retries: int = 0
     cache_hits: int = 0
+    journal_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     duration_p50_s: float | None = None
@@ -197,5 +198,6 @@ def _add_usage(summary: Summary, usage: Mapping[str, Any]) -> None:
     summary.llm_calls += _count(usage.get("llm_calls", 0))
     summary.retries += _count(usage.get("retries", 0))
     summary.cache_hits += _count(usage.get("cache_hits", 0))
+    summary.journal_hits += _count(usage.get("journal_hits", 0))
     summary.prompt_tokens += _count(usage.get("prompt_tokens", 0))
     summary.completion_tokens += _count(usage.get("completion_tokens", 0))

@@ -96,6 +96,7 @@
     })).concat([
       ["LLM calls / retries", num(s.llm_calls) + " / " + num(s.retries)],
       s.cache_hits ? ["answered from the cache", num(s.cache_hits) + " of the LLM calls"] : null,
+      s.journal_hits ? ["replayed from the journal", num(s.journal_hits) + " of the LLM calls"] : null,
       ["tokens in / out", num(s.prompt_tokens) + " / " + num(s.completion_tokens)],
       ["task duration p50 / p95", secs(s.duration_p50_s) + " / " + secs(s.duration_p95_s)],
       ["wall time", secs(s.wall_s)],
