@@ -14,11 +14,14 @@ import contextlib
 import copy
 import hashlib
 import os
+import signal
 import sys
 import sysconfig
+import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+import warnings
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from types import ModuleType
@@ -41,6 +44,8 @@ from ._worker import (
     apply_pause,
     flush_events,
     plugin_name,
+    quiet_dask_logs,
+    restore_levels,
     topic,
 )
 
@@ -86,6 +91,15 @@ class DaskBackend:
         self.target = client_or_address
         self.n_workers = n_workers
         self.lease_timeout = lease_timeout
+
+    def check(self) -> None:
+        """Raise ConfigError when the scheduler address is one Dask cannot use (an unknown
+        scheme, no host or port, an in-process address); nothing is connected to. A run checks
+        it before it connects; a command line can call it before it writes anything."""
+        if isinstance(self.target, str):
+            problem = address_problem(self.target)
+            if problem is not None:
+                raise ConfigError(problem)
 
     def __repr__(self) -> str:
         target = self.target if isinstance(self.target, str | None) else "Client"
@@ -165,16 +179,20 @@ class DaskBackend:
         target = self.target
         if target is None:
             n = self.n_workers or _cores()
-            cluster = await stack.enter_async_context(
-                LocalCluster(
-                    n_workers=n,
-                    threads_per_worker=tasks,  # a worker runs at most nthreads tasks at once
-                    processes=True,
-                    dashboard_address=":0",  # no fixed port: several clusters may run
-                    asynchronous=True,
+            hushed: dict[str, int] = {}
+            stack.callback(restore_levels, hushed)  # last, once the cluster is closed
+            with _sigint_ignored():  # the worker processes started now never get SIGINT
+                cluster = await stack.enter_async_context(
+                    LocalCluster(
+                        n_workers=n,
+                        threads_per_worker=tasks,  # a worker runs at most nthreads tasks at once
+                        processes=True,
+                        dashboard_address=":0",  # no fixed port: several clusters may run
+                        asynchronous=True,
+                    )
                 )
-            )
             client: Client = await stack.enter_async_context(Client(cluster, asynchronous=True))
+            stack.push_async_callback(_hush, client, hushed)  # first, before the cluster closes
             await client.wait_for_workers(n)  # type: ignore[func-returns-value,misc]
             return client
         if isinstance(target, Client):
@@ -186,12 +204,13 @@ class DaskBackend:
             security, target = target.security, _address(target)  # TLS settings included
         else:
             security = None
+            self.check()
         try:
             client = await stack.enter_async_context(
                 Client(target, asynchronous=True, timeout=10, security=security)
             )
             return client
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             raise ConfigError(f"cannot reach the Dask scheduler at {target}: {exc}") from None
 
 
@@ -278,8 +297,56 @@ async def _unregister(client: Client, name: str, run_id: str) -> None:
 
 
 async def _close_semaphore(semaphore: Semaphore) -> None:
-    with anyio.CancelScope(shield=True), anyio.move_on_after(5), contextlib.suppress(Exception):
+    with (
+        anyio.CancelScope(shield=True),
+        anyio.move_on_after(5),
+        contextlib.suppress(Exception),
+        warnings.catch_warnings(),  # leases a stopped run's workers held: expected then
+    ):
+        warnings.filterwarnings("ignore", "Closing semaphore", RuntimeWarning)
         await semaphore.close()
+
+
+async def _hush(client: Client, levels: dict[str, int]) -> None:
+    """As the local cluster a run started closes (at its end or on Ctrl-C): Dask's loggers
+    quiet here and on its workers, which would log each other's going as errors with
+    tracebacks; the caller's levels come back once the cluster is closed (`restore_levels`)."""
+    levels.update(quiet_dask_logs())
+    with anyio.CancelScope(shield=True), anyio.move_on_after(2), contextlib.suppress(Exception):
+        await client.run(quiet_dask_logs, on_error="ignore")
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored meanwhile, so by the worker processes started now, for their whole life (an
+    ignored signal stays ignored across exec, and Python leaves it so): Ctrl-C reaches the
+    terminal's whole process group, and the run, not each worker, answers it, in one line. A
+    Ctrl-C while the local cluster starts (a second or two) is not seen; one after it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers belong to the main thread; workers then hear Ctrl-C themselves
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def address_problem(address: str) -> str | None:
+    """Why Dask cannot use `address` as a scheduler's (one line), or None if it can."""
+    from distributed.comm import registry
+    from distributed.comm.addressing import parse_address
+
+    hint = "give a scheduler address such as tcp://host:8786"
+    try:
+        scheme, location = parse_address(address, strict=False)
+        backend = registry.get_backend(scheme)
+        if scheme == "inproc":
+            return f"{address!r} is an in-process Dask address, of no use to a run; {hint}"
+        backend.get_address_host_port(location)
+    except Exception as exc:  # ValueError mostly; whatever a comm backend raises
+        return f"{address!r} is not a Dask scheduler address Dask can use ({exc}); {hint}"
+    return None
 
 
 def pickled_benchmark(bench: Benchmark) -> bytes:

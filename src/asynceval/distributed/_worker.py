@@ -44,6 +44,32 @@ STOP_WAIT_S = 10.0
 """The last message a worker sends on a run's topic when asked to flush (`flush_events`)."""
 
 
+def quiet_dask_logs() -> dict[str, int]:
+    """Dask's loggers in this process at CRITICAL: run on a local cluster's workers (and in the
+    caller) as the cluster the run started closes, when its scheduler and workers lose each other
+    and log it, tracebacks included. Returns the levels they had (`restore_levels`)."""
+    import logging
+
+    names = [
+        "distributed",
+        *(n for n in logging.root.manager.loggerDict if n.startswith("distributed.")),
+    ]
+    levels = {}
+    for name in names:
+        logger = logging.getLogger(name)
+        levels[name] = logger.level
+        logger.setLevel(logging.CRITICAL)
+    return levels
+
+
+def restore_levels(levels: dict[str, int]) -> None:
+    """Put back the levels `quiet_dask_logs` changed."""
+    import logging
+
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+
+
 def topic(run_id: str) -> str:
     return f"asynceval-{run_id}"
 
