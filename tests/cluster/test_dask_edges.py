@@ -80,3 +80,19 @@ def test_ctrl_c_on_a_local_cluster_run_is_one_line(tmp_path: Path) -> None:
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("interrupted: "), stderr
     assert "--resume o" in lines[0]
+
+
+def test_a_local_cluster_run_of_400_llm_repetitions_finishes(tmp_path: Path) -> None:
+    """The end of each repetition once cancelled the tasks Dask's own semaphore had started in
+    it: a run of more than ~120 repetitions with LLM calls then stalled for good."""
+    done = subprocess.run(
+        [*CLI, "run", ARITHMETIC, "--dask", "local:2", "--repeats", "10", "--out", "o", "--quiet"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = (tmp_path / "o" / "results.jsonl").read_text().splitlines()
+    assert sum('"status": "success"' in line for line in lines) == 400

@@ -95,9 +95,40 @@ def _task_factory(
     factory = previous if previous is not None else _plain_task
     task = factory(loop, coro, **kwargs)
     context = current_context()
-    if context is not None:
+    if context is not None and _started_by_the_repetitions_code():
         context.started_tasks.append(task)
     return task
+
+
+# Who starts a task decides whose it is: tasks the libraries under a repetition start for their
+# own ends (a Dask semaphore's lease, a connection pool's reader, asynceval's own) live on after
+# it by design; cancelling them broke a Dask run after ~120 repetitions.
+_PLUMBING = ("asyncio.", "anyio.", "contextlib", "functools", "sniffio", "concurrent.")
+_NOT_THE_AGENTS = (
+    "asynceval.",
+    "distributed.",
+    "tornado.",
+    "aiohttp.",
+    "aiohappyeyeballs.",
+    "httpx.",
+    "httpx_aiohttp.",
+    "httpcore.",
+    "h11.",
+    "dask.",
+)
+
+
+def _started_by_the_repetitions_code() -> bool:
+    """Whether the code that asked for the task being made (the first caller above asyncio's
+    and anyio's own frames) is the repetition's (the agent's, a hook's, a library it calls
+    itself) rather than the engine's or its transports'."""
+    frame: FrameType | None = sys._getframe(2)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if not (module + ".").startswith(_PLUMBING):
+            return not (module + ".").startswith(_NOT_THE_AGENTS)
+        frame = frame.f_back
+    return False
 
 
 def _plain_task(
