@@ -267,7 +267,7 @@ def test_compare_pairs_two_benchmarks_when_asked_and_hand_edited_ids(runs: Path)
     assert json.loads(done.stdout)["n_pairs"] == 3
 
 
-@pytest.mark.parametrize("command", ["view"])  # report: once cli/_report.py checks the shape
+@pytest.mark.parametrize("command", ["view", "report"])
 def test_report_and_view_on_a_file_that_is_not_results_is_one_line(
     runs: Path, command: str
 ) -> None:

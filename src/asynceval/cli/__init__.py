@@ -75,6 +75,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _one_line_warnings()
         try:
             status: int = args.handler(args)
+        except KeyboardInterrupt:  # before a run took over Ctrl-C (say, while Dask imports)
+            print(f"asynceval {args.command}: interrupted", file=sys.stderr)
+            return 130
         except CLIError as exc:
             print(f"asynceval {args.command}: {one_line(str(exc))}", file=sys.stderr)
             return exc.exit_code

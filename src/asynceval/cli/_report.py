@@ -16,6 +16,7 @@ from ..analysis.run_info import describe, read_manifest
 from ..engine import read_records
 from ..events import NO_LLM_CALLS_ADVICE
 from ._errors import CLIError
+from ._files import check_results
 
 
 def add_parser(commands: Any) -> None:
@@ -131,6 +132,7 @@ def load_records(path: Path) -> tuple[list[dict[str, Any]], int]:
         raise CLIError(f"{path}: cannot be read ({exc})") from exc
     if not records:
         raise CLIError(f"{path}: holds no results")
+    check_results(path, records)  # an events file, or JSON of another kind: one line
     return records, damaged
 
 

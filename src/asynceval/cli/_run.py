@@ -117,10 +117,15 @@ def add_parser(commands: Any) -> None:
     where.add_argument(
         "--resume",
         metavar="DIR",
-        help="finish the run in DIR: only what is missing runs, with its target and options",
+        help="finish the run in DIR: only what is missing runs, with its target and options from "
+        "DIR/run.json (default: a new run)",
     )
     run.add_argument(
-        "--repeats", type=int, metavar="N", help="repetitions per task (default: the benchmark's)"
+        "--repeats",
+        type=int,
+        metavar="N",
+        help="repetitions per task, at least 1 (default: the benchmark's n_task_repeats, 1 "
+        "unless it sets one)",
     )
     run.add_argument(
         "--max-concurrent-llm-calls",
@@ -132,27 +137,30 @@ def add_parser(commands: Any) -> None:
         "--max-concurrent-tasks",
         type=int,
         metavar="N",
-        help="repetitions alive at once (default: MAX_CONCURRENT_TASKS, 32)",
+        help="repetitions alive at once (default: the benchmark's max_concurrent_tasks, else "
+        "MAX_CONCURRENT_TASKS, 32)",
     )
     run.add_argument(
         "--llm-call-timeout",
         type=float,
         metavar="SECONDS",
-        help="timeout of one LLM call attempt (default: LLM_CALL_TIMEOUT, 120)",
+        help="seconds, > 0, per LLM call attempt (default: LLM_CALL_TIMEOUT, 120)",
     )
     run.add_argument(
         "--base-url",
         metavar="URL",
-        help="provider base URL, e.g. http://host/v1 (default: LLM_BASE_URL, else the embedded "
-        "simulated provider)",
+        help="provider base URL ending in /v1, no query string, e.g. http://host/v1 (default: "
+        "LLM_BASE_URL, else the embedded simulated provider)",
     )
-    run.add_argument("--model", metavar="NAME", help="model name (default: LLM_MODEL)")
+    run.add_argument(
+        "--model", metavar="NAME", help="model name sent with each request (default: LLM_MODEL)"
+    )
     run.add_argument(
         "--dask",
         metavar="ADDRESS|local[:N]",
-        help="run the repetitions on a Dask cluster: a scheduler address, or a local cluster of "
-        "N worker processes (default: the core count); needs asynceval[dask] (default: in this "
-        "process)",
+        help="run the repetitions on a Dask cluster: a scheduler address (tcp://host:8786), or "
+        "local[:N], a local cluster of N worker processes (N defaults to the core count); needs "
+        "asynceval[dask] (default: no Dask, the repetitions run in this process)",
     )
     cache = run.add_mutually_exclusive_group()
     cache.add_argument(
@@ -162,7 +170,9 @@ def add_parser(commands: Any) -> None:
         "LLM_CACHE_DIR, else none)",
     )
     cache.add_argument(
-        "--no-cache", action="store_true", help="no model-call cache, whatever LLM_CACHE_DIR says"
+        "--no-cache",
+        action="store_true",
+        help="no model-call cache, whatever LLM_CACHE_DIR says (default: LLM_CACHE_DIR decides)",
     )
     run.add_argument(
         "--no-journal",
@@ -212,6 +222,8 @@ def run_command(args: argparse.Namespace) -> int:
     runtime = bench.runtime
     if args.repeats is not None:
         bench.n_task_repeats = args.repeats
+    if args.max_concurrent_tasks is not None:  # the option beats the benchmark's own too
+        bench.max_concurrent_tasks = args.max_concurrent_tasks
     _check_cache(runtime)
     run_id = new_run_id()
     out = _output_dir(args, run_id)  # only once everything else is known to be right
@@ -505,7 +517,12 @@ def _backend(spec: str | None) -> Backend | None:
         return DaskBackend(n_workers=int(count))
     if not spec.strip():
         raise CLIError("--dask needs a scheduler address (tcp://host:8786) or local[:N]")
-    return DaskBackend(spec)
+    backend = DaskBackend(spec)
+    try:
+        backend.check()  # an address Dask cannot use: one line, before anything is written
+    except ConfigError as exc:
+        raise CLIError(str(exc)) from None
+    return backend
 
 
 def _settings(values: Mapping[str, Any]) -> Settings:
