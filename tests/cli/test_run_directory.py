@@ -255,3 +255,27 @@ def test_report_and_view_show_how_the_run_was_started(tmp_path: Path) -> None:
     view = asynceval("view", "d", "--out", "page.html", cwd=tmp_path)
     assert view.returncode == 0, view.stderr
     assert "(jsonl, 3 rows, sha256 " in (tmp_path / "page.html").read_text()
+
+
+def test_a_resume_keeps_the_model_the_run_had_wherever_it_came_from(tmp_path: Path) -> None:
+    tasks_file(tmp_path / "tasks.jsonl", 2)
+    first = asynceval(
+        "run",
+        SLOW,
+        "--tasks",
+        "tasks.jsonl",
+        "--out",
+        "e",
+        "--quiet",
+        cwd=tmp_path,
+        env={"LLM_MODEL": "m1"},
+    )
+    assert first.returncode == 0, first.stderr
+    other = asynceval("run", "--resume", "e", "--model", "m2", cwd=tmp_path)
+    assert other.returncode == 2 and "--model m2 differs from the run's m1" in other.stderr
+    same = asynceval("run", "--resume", "e", "--model", "m1", "--quiet", cwd=tmp_path)
+    assert same.returncode == 0, same.stderr
+    moved = asynceval("run", "--resume", "e", "--quiet", cwd=tmp_path, env={"LLM_MODEL": "m2"})
+    assert moved.returncode == 0, moved.stderr
+    headers = [r for r in read_records(tmp_path / "e" / "results.jsonl")[0] if r.get("type")]
+    assert [h["settings"]["llm_model"] for h in headers] == ["m1", "m1", "m1"]

@@ -120,20 +120,20 @@ def apply(args: argparse.Namespace, manifest: Mapping[str, Any], out: Path) -> N
         raise _differs(out, "TARGET", args.target, target.get("spec", recorded_target))
     args.target = recorded_target
     options = manifest["computes"].get("options", {})
+    # The model and base URL the run had, wherever they came from (an option, .env, the
+    # environment): what a model or base URL given again must equal.
+    resolved = {
+        "model": manifest["computes"].get("resolved", {}).get("model"),
+        "base_url": manifest["computes"].get("resolved", {}).get("base_url"),
+    }
     for option, dest in COMPUTES.items():
-        recorded = options.get(dest)
+        recorded = resolved[dest] if dest in resolved else options.get(dest)
         if given(args, dest):
             mine = getattr(args, dest)
-            if dest == "tasks":
-                mine_cmp, theirs_cmp = os.path.abspath(mine), recorded
-            else:
-                mine_cmp, theirs_cmp = mine, recorded
-            if mine_cmp != theirs_cmp:
+            mine_cmp = os.path.abspath(mine) if dest == "tasks" else mine
+            if mine_cmp != recorded:
                 raise _differs(out, option, mine, "none" if recorded is None else recorded)
         setattr(args, dest, recorded if recorded is not None else getattr(args, dest))
-    resolved = manifest["computes"].get("resolved", {})
-    args.resolved_model = resolved.get("model")
-    args.resolved_base_url = resolved.get("base_url")
     for dest in HOW.values():
         if not given(args, dest) and dest in manifest["how"]:
             if dest in ("cache", "no_cache") and (given(args, "cache") or given(args, "no_cache")):
