@@ -186,6 +186,7 @@ def test_a_call_journal_that_cannot_be_written_is_one_line_before_the_run(
     assert line.startswith("asynceval run: cannot write the call journal ")
     assert "o/journal.sqlite" in line and line.endswith("--no-journal runs without it")
     assert not (tmp_path / "o" / "results.jsonl").exists()
+    assert not (tmp_path / "o" / "run.json").exists()  # no run began: --out o again is fine
 
 
 @needs_dev_full

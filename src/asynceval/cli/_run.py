@@ -235,9 +235,9 @@ def run_command(args: argparse.Namespace) -> int:
             manifest = _new_manifest(args, out, run_id, bench, tasks, runtime.settings)
         else:
             _manifest.check_tasks(out, manifest["computes"]["tasks"], _tasks_record(tasks))
+        _check_journal(out, args, backend)  # before the manifest: a refusal leaves no run
         _manifest.add_segment(manifest, run_id=run_id, args=args, resumed=args.resume is not None)
         _write_manifest(out, manifest)
-        _check_journal(out, args, backend)
         events_file = _events_file(out, runtime.settings)
         if lock is not None and lock.taken_over is not None:
             _say_taken_over(out, lock.taken_over)
