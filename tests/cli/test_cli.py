@@ -18,24 +18,12 @@ import pytest
 
 from asynceval.engine import read_records
 
+from ._shell import asynceval
+
 ROOT = Path(__file__).parents[2]
 SLOW = str(Path(__file__).parent / "slow_bench.py")
 ARITHMETIC = str(ROOT / "examples" / "arithmetic.py")
 CLI = [sys.executable, "-m", "asynceval"]
-
-
-def asynceval(
-    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
 
 
 def events_of(path: Path) -> list[dict[str, object]]:

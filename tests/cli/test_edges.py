@@ -4,7 +4,6 @@ they are told is one plain line, named for what happened, never a traceback."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -12,23 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from ._shell import asynceval
+
 CLI = [sys.executable, "-m", "asynceval"]
 ROOT = Path(__file__).resolve().parents[2]
 ARITHMETIC = str(ROOT / "examples" / "arithmetic.py")
-
-
-def asynceval(
-    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
 
 
 def _one_line(done: subprocess.CompletedProcess[str]) -> str:

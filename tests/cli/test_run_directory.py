@@ -5,12 +5,10 @@ journal after a kill -9 (the simulated provider's own request count), unique def
 from __future__ import annotations
 
 import json
-import os
 import random
 import shlex
 import signal
 import socket
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -22,30 +20,12 @@ import pytest
 
 from asynceval.engine import read_records
 
+from ._shell import asynceval, start
+
 HERE = Path(__file__).parent
 SLOW = str(HERE / "slow_bench.py")
 TURNS = str(HERE / "turns_bench.py")
 CLI = [sys.executable, "-m", "asynceval"]
-
-
-def asynceval(
-    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 90
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
-
-
-def start(*args: str, cwd: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [*CLI, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
 
 
 def wait_for_reports(results: Path, at_least: int, timeout: float = 30) -> None:
