@@ -99,6 +99,7 @@ def test_resume_refuses_what_is_not_a_run_and_changes_nothing(tmp_path: Path) ->
     done = asynceval("run", SLOW, "--resume", "d", cwd=tmp_path)
     assert done.returncode == 2 and "not an asynceval results file" in done.stderr
     assert (out / "results.jsonl").read_text() == "this is not JSON\n"
+    assert sorted(p.name for p in out.iterdir()) == ["results.jsonl"]  # nothing else written
     assert asynceval("run", "--resume", "d", cwd=tmp_path).returncode == 2  # no target: no run.json
     (out / "run.json").write_text("[1, 2]")
     done = asynceval("run", "--resume", "d", cwd=tmp_path)

@@ -68,6 +68,7 @@ def test_a_lock_left_by_a_killed_run_is_taken_over_with_a_warning(
     assert len(read_records(path)[0]) == 3
     Echo().run_sync(tasks(2), results_path=path, resume=True)  # released cleanly: no warning
     assert len(event_log.named("run_lock_taken_over")) == 1
+    assert not Path(f"{path}.lock").exists()  # a run that ends removes its lock
 
 
 def test_a_file_that_is_not_a_results_file_is_refused_and_left_unchanged(tmp_path: Path) -> None:
@@ -166,3 +167,38 @@ def test_a_library_run_keeps_its_events_beside_its_results_and_stderr_quiet(
         names = [e["event"] for e in lines]
         assert names[0] == "run_started" and names[-1] == "run_finished"
         assert names.count("acquired") == 2 and names.count("task_finished") == 2
+
+
+RACE = """
+import os, sys, time
+from asynceval.errors import RunLocked
+from asynceval.engine.run_lock import hold
+path, log, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+held = 0
+while held < rounds:
+    try:
+        with hold(path):
+            with open(log, "a") as f:
+                f.write(f"+{os.getpid()}\\n")
+            time.sleep(0.001)
+            with open(log, "a") as f:
+                f.write(f"-{os.getpid()}\\n")
+        held += 1
+    except RunLocked:
+        time.sleep(0.0005)
+"""
+
+
+def test_processes_racing_for_a_lock_never_hold_it_at_once(tmp_path: Path) -> None:
+    """Taken and released (its file removed) hundreds of times by 6 processes at once: never
+    two holders, whatever the order of open, lock and unlink."""
+    path, log = tmp_path / "results.jsonl", tmp_path / "holders.log"
+    racers = [
+        subprocess.Popen([sys.executable, "-c", RACE, str(path), str(log), "80"]) for _ in range(6)
+    ]
+    assert [racer.wait(timeout=120) for racer in racers] == [0] * 6
+    lines = log.read_text().split()
+    assert len(lines) == 6 * 80 * 2
+    for enter, leave in zip(lines[::2], lines[1::2], strict=True):
+        assert enter.startswith("+") and leave == "-" + enter[1:], (enter, leave)
+    assert not Path(f"{path}.lock").exists()

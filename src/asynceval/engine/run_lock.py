@@ -2,9 +2,10 @@
 
 The lock is `RESULTS.lock` beside the results file (`DIR/results.jsonl.lock` in a run directory),
 held with an exclusive `flock` for as long as the run writes, and holding the holder's pid, host
-and start time. The operating system releases a `flock` when its process dies, however it dies
-(kill -9 included), so a crashed run never leaves the directory locked: the next run takes the
-lock and, finding the dead holder's note still in the file, says so with a WARNING. A lock held
+and start time; a run that ends removes it. The operating system releases a `flock` when its
+process dies, however it dies (kill -9 included), so a crashed run never leaves the directory
+locked: the next run takes the lock and, finding the dead holder's note still there, says so
+with a WARNING. A lock held
 by a live process (this one included: two runs of one process on one file) is refused at once
 with `RunLocked`, naming the holder.
 
@@ -71,9 +72,21 @@ class RunLock:
         """Take the lock, or raise `RunLocked` naming its holder (OSError: the folder refused
         the lock file). Fast: one open and one non-blocking `flock`."""
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                locked = _try_lock(fd)
+                if locked and not _still_named(fd, self.path):
+                    # released (and its file removed) between our open and our lock: the
+                    # lock we hold is on a file nobody else will open; take the new one
+                    os.close(fd)
+                    continue
+            except BaseException:
+                os.close(fd)
+                raise
+            break
         try:
-            if not _try_lock(fd):
+            if not locked:
                 holder = _read_holder(fd)
                 raise RunLocked(
                     f"{os.path.dirname(self.results_path)} is being written by another run "
@@ -98,11 +111,13 @@ class RunLock:
         self._fd = fd
 
     def release(self) -> None:
-        """Give the lock back; the emptied file says it was released, not left by a crash."""
+        """Give the lock back and remove its file (a file left behind says its holder died)."""
         fd, self._fd = self._fd, None
         if fd is None:
             return
         try:
+            with contextlib.suppress(OSError):  # removed while held: the next run's own file
+                os.unlink(self.path)
             with contextlib.suppress(OSError):  # a full disk cannot refuse a truncation to 0
                 os.ftruncate(fd, 0)
             _unlock(fd)
@@ -142,6 +157,16 @@ def holder_of(results_path: str | PathLike[str]) -> Holder | None:
         return _read_holder(fd)
     finally:
         os.close(fd)
+
+
+def _still_named(fd: int, path: str) -> bool:
+    """Whether `path` still names the file open as `fd` (a released lock's file is removed)."""
+    try:
+        named = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 
 
 def _read_holder(fd: int) -> Holder:
