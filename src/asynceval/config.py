@@ -111,7 +111,7 @@ class Settings(BaseSettings):
         try:
             super().__init__(**values)
         except ValidationError as exc:
-            raise ConfigError(_explain(exc)) from exc
+            raise ConfigError(_explain(exc)) from None  # its repr would show values: a key
         _warn_unknown(os.environ, in_files)
 
     @field_validator("max_concurrent_llm_calls")

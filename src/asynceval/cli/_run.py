@@ -84,6 +84,16 @@ def add_parser(commands: Any) -> None:
         nargs="?",
         help="path/file.py[:NAME] or module:NAME (with --resume: taken from DIR/run.json)",
     )
+    _add_task_options(run)
+    _add_place_options(run)
+    _add_provider_options(run)
+    _add_store_options(run)
+    add_fail_under(run)
+    run.set_defaults(handler=run_command)
+
+
+def _add_task_options(run: argparse.ArgumentParser) -> None:
+    """What the run computes: its tasks, their columns, the repeats."""
     run.add_argument(
         "--tasks",
         metavar="SOURCE",
@@ -110,6 +120,17 @@ def add_parser(commands: Any) -> None:
         help="put these columns in a task field (evaluation_data, environment_data, user_data, "
         "metadata); repeatable; other columns go to metadata",
     )
+    run.add_argument(
+        "--repeats",
+        type=int,
+        metavar="N",
+        help="repetitions per task, at least 1 (default: the benchmark's n_task_repeats, 1 "
+        "unless it sets one)",
+    )
+
+
+def _add_place_options(run: argparse.ArgumentParser) -> None:
+    """Where the run is written: a new directory, or the one of a run to finish."""
     where = run.add_mutually_exclusive_group()
     where.add_argument(
         "--out", metavar="DIR", help="the run directory to write (default: results/NAME-RUN_ID)"
@@ -120,13 +141,10 @@ def add_parser(commands: Any) -> None:
         help="finish the run in DIR: only what is missing runs, with its target and options from "
         "DIR/run.json (default: a new run)",
     )
-    run.add_argument(
-        "--repeats",
-        type=int,
-        metavar="N",
-        help="repetitions per task, at least 1 (default: the benchmark's n_task_repeats, 1 "
-        "unless it sets one)",
-    )
+
+
+def _add_provider_options(run: argparse.ArgumentParser) -> None:
+    """How the run calls the provider: limits, timeout, provider, model, cluster."""
     run.add_argument(
         "--max-concurrent-llm-calls",
         type=int,
@@ -162,6 +180,10 @@ def add_parser(commands: Any) -> None:
         "local[:N], a local cluster of N worker processes (N defaults to the core count); needs "
         "asynceval[dask] (default: no Dask, the repetitions run in this process)",
     )
+
+
+def _add_store_options(run: argparse.ArgumentParser) -> None:
+    """What the run keeps and says: cache, journal, errors, display."""
     cache = run.add_mutually_exclusive_group()
     cache.add_argument(
         "--cache",
@@ -190,8 +212,6 @@ def add_parser(commands: Any) -> None:
         action="store_true",
         help="no progress display and no summary: only where the results are (default: both)",
     )
-    add_fail_under(run)
-    run.set_defaults(handler=run_command)
 
 
 def run_command(args: argparse.Namespace) -> int:

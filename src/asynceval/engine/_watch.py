@@ -323,16 +323,16 @@ class _LoopWatch:
             culprit.agent, blocked_s, time.monotonic(), culprit.task_id, culprit.repeat_idx
         )
         self.blocks.append(block)
-        emit = functools.partial(
+        say = functools.partial(
             events.loop_blocked,
             agent=culprit.agent,
             blocked_s=blocked_s,
             threshold_s=self.threshold_s,
         )
         if culprit.events_context is not None:
-            culprit.events_context.run(emit)
+            culprit.events_context.run(say)
         else:
-            emit()
+            say()
 
     def _finish(self) -> None:
         """On the loop: stop if every run that used the watch has ended (a run that started
