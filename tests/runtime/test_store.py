@@ -13,6 +13,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -210,3 +211,55 @@ def test_a_second_identical_run_is_served_across_processes_sharing_the_folder(
     assert runs == ["0", "5"]
     assert CallCache(tmp_path / "cache").stats().hits == 5
     assert CachedAnswer  # the public shape of an answer stays importable
+
+
+async def test_a_transaction_settles_its_waiters_with_one_wake_up_of_their_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Answers written together wake the event loop waiting for them once, not once each, and
+    a store without a bound looks nothing up per entry (no running total)."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    wake_ups = 0
+    threadsafe = loop.call_soon_threadsafe
+
+    def counted(*args: Any) -> Any:
+        nonlocal wake_ups
+        wake_ups += 1
+        return threadsafe(*args)
+
+    monkeypatch.setattr(loop, "call_soon_threadsafe", counted)
+    store = Store(tmp_path / "journal.sqlite")
+    committed: list[tuple[int, OSError | None]] = []
+    store.on_commit = lambda count, error: committed.append((count, error))
+    store.check()
+    store._flushing = True  # hold the writer back: the 50 go in one transaction
+    futures = [
+        store.put_async(bytes([i]) * 32, "u", 200, "a/j", b'{"i": %d}' % i) for i in range(50)
+    ]
+    store._flushing = False
+    store.put_nowait(b"z" * 32, "u", 200, "a/j", b"{}")  # wakes the writer
+    for future in futures:
+        await future
+    assert wake_ups == 1 and committed == [(51, None)]
+    assert store.stats().entries == 51 and store.stats().bytes == sum(
+        len(b'{"i": %d}' % i) for i in range(50)
+    ) + len(b"{}")
+    store.close()
+    assert store._writer is None
+
+
+def test_a_bounded_store_counts_what_an_unbounded_one_wrote_into_the_file(tmp_path: Path) -> None:
+    """An unbounded store keeps no running total; a bounded one sharing the file counts again
+    from the table, so its bound still holds."""
+    path = tmp_path / "cache.sqlite"
+    unbounded, bounded = Store(path), Store(path, max_bytes=10_000)
+    bounded.put(b"a" * 32, "u", 200, "text/plain", b"x" * 1000).result()
+    for i in range(8):
+        unbounded.put(bytes([i]) * 32, "u", 200, "text/plain", b"x" * 1000).result()
+    for i in range(8, 12):
+        bounded.put(bytes([i]) * 32, "u", 200, "text/plain", b"x" * 1000).result()
+    assert bounded.stats().bytes <= 10_000
+    unbounded.close()
+    bounded.close()

@@ -19,8 +19,8 @@ the journal (`CallJournal.store_failures`).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import functools
 import hashlib
 import urllib.parse
 from collections.abc import Iterable
@@ -34,10 +34,26 @@ from ._usage import Usage, current_usage
 _CREDENTIALS = frozenset({"key", "api_key", "api-key", "apikey", "access_token", "token"})
 
 
+@functools.lru_cache(maxsize=1024)
+def request_head(method: str, url: str, headers: tuple[tuple[str, str], ...]) -> tuple[str, bytes]:
+    """The URL an entry of a request is stored and shown with (without its query string), and
+    what its key hashes before the body (`CallCache.key_head`, credentials in the query string
+    hashed): the same for every call of a route, so worked out once."""
+    base, _, query = url.partition("?")
+    if query:
+        kept = []
+        for name, value in urllib.parse.parse_qsl(query, keep_blank_values=True):
+            if name.lower() in _CREDENTIALS:  # who asks scopes the answer: hashed
+                value = "sha256:" + hashlib.sha256(value.encode()).hexdigest()
+            kept.append((name, value))
+        url = f"{base}?{urllib.parse.urlencode(kept)}"
+    return base, CallCache.key_head(method, url, headers)
+
+
 class CacheUse:
     """One request's place in the journal and the cache: its key, its lookup, its store."""
 
-    __slots__ = ("cache", "journal", "key", "method", "source", "url")
+    __slots__ = ("cache", "journal", "key", "method", "raw_key", "source", "url")
 
     def __init__(
         self,
@@ -52,29 +68,23 @@ class CacheUse:
         self.journal = journal
         self.method = method
         self.source: str | None = None  # where the answer came from: "journal", "cache"
-        base, _, query = url.partition("?")
-        self.url = base  # stored and shown without its query string
-        if query:
-            kept = []
-            for name, value in urllib.parse.parse_qsl(query, keep_blank_values=True):
-                if name.lower() in _CREDENTIALS:  # who asks scopes the answer: hashed
-                    value = "sha256:" + hashlib.sha256(value.encode()).hexdigest()
-                kept.append((name, value))
-            url = f"{base}?{urllib.parse.urlencode(kept)}"
-        request = CallCache.key(method, url, body, headers)
+        self.url, head = request_head(method, url, tuple(headers))
+        request = CallCache.key_of(head, body)
         occurrence = 0
         counter = current_usage()
         if counter is not None:  # a repetition: its n-th request of this kind
-            occurrence = counter.requests_seen.get(request, 0)
-            counter.requests_seen[request] = occurrence + 1
+            seen = counter.requests_seen
+            occurrence = seen.get(request, 0)
+            seen[request] = occurrence + 1
         scope = (events.context_value("task_id"), events.context_value("repeat_idx"), occurrence)
         self.key = CallCache.scoped(request, scope)
+        self.raw_key = bytes.fromhex(self.key)
 
     async def lookup(self) -> CachedAnswer | None:
         """The journal's answer from an earlier segment, else the cache's, else None."""
         journal = self.journal
         if journal is not None:
-            key = bytes.fromhex(self.key)
+            key = self.raw_key
             if journal.may_replay(key):
                 answer = await journal.load(key, self.url)
                 if answer is not None:
@@ -116,7 +126,7 @@ class CacheUse:
             return
         events.cache_hit(agent=agent, dimension=dimension, call_id=call_id(), **fields)
         if self.journal is not None and answer is not None:
-            self.journal.keep(bytes.fromhex(self.key), self.url, answer)
+            self.journal.keep(self.raw_key, self.url, answer, wait=False)
 
     async def store(self, answer: CachedAnswer) -> None:
         """Keep a successful answer in the journal and the cache (both written at once, and
@@ -124,8 +134,8 @@ class CacheUse:
         raised."""
         journal = self.journal
         kept = None
-        if journal is not None:
-            kept = journal.keep(bytes.fromhex(self.key), self.url, answer)
+        if journal is not None:  # a future only if the journal is durable
+            kept = journal.keep(self.raw_key, self.url, answer)
         cache = self.cache
         if cache is not None:
             try:
@@ -136,6 +146,6 @@ class CacheUse:
                     events.cache_store_failed(
                         directory=str(cache.directory), error=f"{type(exc).__name__}: {exc}"
                     )
-        if kept is not None and journal is not None and journal.durable and not kept.done():
+        if kept is not None:
             with contextlib.suppress(OSError):  # counted by the journal
-                await asyncio.wrap_future(kept)
+                await kept

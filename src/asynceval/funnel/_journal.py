@@ -31,7 +31,6 @@ import array
 import asyncio
 import bisect
 import os
-from concurrent.futures import Future
 from contextvars import ContextVar
 from pathlib import Path
 from types import TracebackType
@@ -63,6 +62,7 @@ class CallJournal:
         self.stored = 0
         self.store_failures = 0
         self.db = Store(self.path)
+        self.db.on_commit = self._committed
         self._number: int | None = None
         self._earlier: array.array[int] = array.array("q")
 
@@ -127,28 +127,25 @@ class CallJournal:
             return None  # this segment's own answer: a retried repetition goes live
         return CachedAnswer(entry.status_code, entry.content_type, entry.content)
 
-    def keep(self, key: bytes, url: str, answer: CachedAnswer) -> Future[None]:
-        """Queue `answer` for `key`; the future is done once it is committed (see the module)."""
+    def keep(
+        self, key: bytes, url: str, answer: CachedAnswer, *, wait: bool | None = None
+    ) -> asyncio.Future[None] | None:
+        """Queue `answer` for `key`. With `wait` (default: `durable`), on an event loop: a future
+        of that loop, done once the answer is committed (see the module); else None."""
         if self._number is None:
             raise RuntimeError(f"{self!r} is not open")
-        future = self.db.put(
-            key,
-            url,
-            answer.status_code,
-            answer.content_type,
-            answer.content,
-            segment=self._number,
-        )
-        future.add_done_callback(self._kept)
-        return future
+        row = (key, url, answer.status_code, answer.content_type, answer.content)
+        if self.durable if wait is None else wait:
+            return self.db.put_async(*row, segment=self._number)
+        self.db.put_nowait(*row, segment=self._number)
+        return None
 
-    def _kept(self, future: Future[None]) -> None:
-        if future.cancelled():
-            return
-        if future.exception() is None:
-            self.stored += 1
+    def _committed(self, count: int, error: OSError | None) -> None:
+        # On the store's writing thread, once per transaction.
+        if error is None:
+            self.stored += count
         else:
-            self.store_failures += 1
+            self.store_failures += count
 
 
 def _prefix(key: bytes) -> int:

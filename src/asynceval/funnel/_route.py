@@ -55,6 +55,8 @@ _API_SEGMENTS = frozenset(
     }
 )  # fmt: skip
 """Path segments that name an API resource: what comes before the first is the API's base."""
+_canonical = json.JSONEncoder(sort_keys=True).encode
+"""`json.dumps(body, sort_keys=True)`, its encoder made once."""
 
 
 def origin_of(url: httpx.URL) -> str:
@@ -263,7 +265,7 @@ class Route:
         can read is the result (no slot, nothing sent); else the call is made and its answer
         kept."""
         # Keyed by the body with its keys sorted: the order keyword arguments came in is no news.
-        canonical = json.dumps(body, sort_keys=True).encode()
+        canonical = _canonical(body).encode()
         use = CacheUse(
             self.cache, "POST", self._cache_url, canonical, self._headers.items(), journal
         )

@@ -13,23 +13,32 @@ used, the segment of the run that wrote it (the journal), and the body as receiv
 length and digest before it serves the body: a damaged entry (a torn page, a disk error, a row
 edited by hand) is a miss, and the next store of that key replaces it.
 
-Writes are group commits: `put` queues the entry and the first queued write starts a flush on the
-store's threads that writes everything queued by then in one transaction (a thousand answers a
-second cost a few transactions, not a thousand). A hit's last use is noted in memory and written
-with the next flush (at the latest a second later, or at `close` and at the process's exit): a
-hit is never a write transaction of its own, and a process killed loses at most its last second
-of those.
+Writes are group commits on the store's own writer thread (one per store, started by the first
+write and ended after a few idle seconds or by `close`): `put` queues the entry and wakes the
+writer if it is idle; the writer writes everything queued by then in one transaction, and while
+answers keep coming it lingers a couple of milliseconds first so that each transaction carries
+many (a thousand answers a second cost a few hundred small transactions, not a thousand). A
+commit settles its writers at once: `put`'s futures in the writer thread, `put_async`'s with one
+callback per event loop and transaction (not one wake-up of the loop per answer).
+
+A hit's last use is noted in memory and written with the next flush (at the latest a second
+later, or at `close` and at the process's exit): a hit is never a write transaction of its own,
+and a process killed loses at most its last second of those.
 
 With `max_bytes`, the store keeps at most that many bytes of bodies: a write that passes it
 evicts the least recently used entries down to nine tenths of it (one scan of the table, so
 once per tenth of the bound written). The running total is kept in the file, in the same
-transactions, so every process sharing the file sees the same one.
+transactions, so every process sharing the file sees the same one. A store without a bound
+keeps no total (its writes look up nothing): each of its transactions drops the one in the file,
+which the next bounded write counts again from the table; `stats` always counts the table.
 """
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
+import functools
 import hashlib
 import os
 import sqlite3
@@ -53,8 +62,14 @@ EVICT_TO = 0.9
 """An eviction goes down to this share of `max_bytes`, so it happens once per tenth written."""
 TOUCH_FLUSH_S = 1.0
 TOUCH_FLUSH_COUNT = 512
+LINGER_S = 0.005
+"""While answers keep coming, the writer waits this long before a transaction, to carry more."""
+LINGER_WORTH = 3.0
+"""The writer lingers only if, at the rate answers came in lately, that brings this many more."""
+_WRITER_IDLE_S = 5.0  # a writer thread with nothing to write for this long ends
 _THREADS = 4  # reads and flushes: a few threads keep up with thousands of calls a second
-_WAL_LIMIT = 4 * 1024 * 1024  # the -wal file is cut back to this after a checkpoint
+_WAL_LIMIT = 16 * 1024 * 1024  # the -wal file is cut back to this after a checkpoint (above
+# the ~8 MB of an automatic checkpoint: a -wal file cut at every checkpoint costs a third more CPU)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
@@ -78,7 +93,9 @@ _PUT = (
     "INSERT OR REPLACE INTO entries (key, url, status, content_type, length, digest, stored_at,"
     " used_at, segment, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-_LENGTH = "SELECT length FROM entries WHERE key = ?"
+_LENGTHS = "SELECT total(length) FROM entries WHERE key IN "
+_CHUNK = 64  # keys per look-up of the lengths a transaction's rows replace
+_NO_TOTAL = "DELETE FROM meta WHERE name = 'bytes'"
 _GET = "SELECT url, status, content_type, length, digest, segment, body FROM entries WHERE key = ?"
 
 
@@ -119,10 +136,18 @@ class Store:
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        self._pending: list[tuple[tuple[Any, ...], Future[None]]] = []
+        self._wake = threading.Condition(self._lock)
+        self._pending: list[tuple[tuple[Any, ...], Waiter]] = []
         self._touched: dict[bytes, tuple[int, int]] = {}  # key: (uses, last use in ms)
-        self._flushing = False
+        self._flushing = False  # a flush is under way (the writer's or `flush`'s)
+        self._requested = False  # the writer is asked to flush
+        self._writer: threading.Thread | None = None
         self._last_flush = time.monotonic()
+        self._taken_at = 0.0  # when the last entries were taken to be written (monotonic)
+        self._rate = 0.0  # entries a second queued, as the last transaction found them
+        self.on_commit: Callable[[int, OSError | None], None] | None = None
+        """Called on the writing thread after each transaction of entries: how many, and the
+        error that refused them (None: committed)."""
         _stores.add(self)
 
     def __repr__(self) -> str:
@@ -185,6 +210,8 @@ class Store:
         with self._lock:
             connections, self._connections = self._connections, []
             self._local = threading.local()
+            self._writer = None  # the writer thread ends (a later write starts another)
+            self._wake.notify_all()
         for connection in connections:
             with contextlib.suppress(sqlite3.Error):
                 connection.close()
@@ -221,14 +248,11 @@ class Store:
         with self._lock:
             uses, _ = self._touched.get(key, (0, 0))
             self._touched[key] = (uses + 1, now)
-            due = not self._flushing and (
+            if not (self._flushing or self._requested) and (
                 len(self._touched) >= TOUCH_FLUSH_COUNT
                 or time.monotonic() - self._last_flush > TOUCH_FLUSH_S
-            )
-            if due:
-                self._flushing = True
-        if due:
-            submit(self._flush)
+            ):
+                self._request()
 
     def keys(self, *, not_segment: int | None = None) -> list[bytes]:
         """Every entry's key (with `not_segment`: those another segment wrote)."""
@@ -282,14 +306,77 @@ class Store:
         """Queue an entry (replacing any of `key`); the future is done once it is committed, or
         holds the OSError of a store that refused it."""
         future: Future[None] = Future()
-        row = (key, url, status_code, content_type, content, segment, _now_ms())
-        with self._lock:
-            self._pending.append((row, future))
-            start = not self._flushing
-            self._flushing = True
-        if start:
-            submit(self._flush)
+        self._queue((key, url, status_code, content_type, content, segment, _now_ms()), future)
         return future
+
+    def put_async(
+        self,
+        key: bytes,
+        url: str,
+        status_code: int,
+        content_type: str,
+        content: bytes,
+        *,
+        segment: int | None = None,
+    ) -> asyncio.Future[None]:
+        """`put` from a coroutine: the future is the running loop's, settled with the others of
+        its transaction by one callback on that loop."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue((key, url, status_code, content_type, content, segment, _now_ms()), future)
+        return future
+
+    def put_nowait(
+        self,
+        key: bytes,
+        url: str,
+        status_code: int,
+        content_type: str,
+        content: bytes,
+        *,
+        segment: int | None = None,
+    ) -> None:
+        """`put` that nobody waits for (`on_commit` still counts it)."""
+        self._queue((key, url, status_code, content_type, content, segment, _now_ms()), None)
+
+    def _queue(self, row: tuple[Any, ...], waiter: Waiter) -> None:
+        with self._lock:
+            self._pending.append((row, waiter))
+            if not (self._flushing or self._requested):
+                self._request()
+
+    def _request(self) -> None:
+        """Ask the writer thread to flush (started if there is none); under the lock."""
+        self._requested = True
+        if self._writer is None:
+            self._writer = threading.Thread(
+                target=self._serve, name="asynceval-store-writer", daemon=True
+            )
+            self._writer.start()
+        else:
+            self._wake.notify()
+
+    def _serve(self) -> None:
+        """The writer thread: flushes when asked, until idle for a while or the store closes."""
+        me = threading.current_thread()
+        while True:
+            with self._lock:
+                while True:
+                    if self._writer is not me:
+                        return  # the store closed (another writer may have the requests)
+                    if self._requested:
+                        break
+                    idle = not self._wake.wait(_WRITER_IDLE_S)
+                    if idle and not self._requested and self._writer is me:
+                        self._writer = None
+                        return
+                self._requested = False
+                if self._flushing:
+                    continue  # a `flush` under way writes what is queued
+                self._flushing = True
+            if self._rate * LINGER_S >= LINGER_WORTH:
+                time.sleep(LINGER_S)  # answers are coming: let this transaction carry more
+            with contextlib.suppress(Exception):  # a failed write is the writers' error
+                self._flush()
 
     def flush(self) -> None:
         """Write what is queued now, in this thread (waiting for a flush already under way)."""
@@ -309,10 +396,13 @@ class Store:
             with self._lock:
                 batch, self._pending = self._pending, []
                 touched, self._touched = self._touched, {}
-                self._last_flush = time.monotonic()
+                now = self._last_flush = time.monotonic()
                 if not batch and not touched:
                     self._flushing = False
                     return
+                if batch:
+                    self._rate = len(batch) / max(now - self._taken_at, 0.001)
+                    self._taken_at = now
             error: OSError | None = None
             try:
                 self._write([row for row, _ in batch], touched)
@@ -322,12 +412,11 @@ class Store:
                 with self._lock:
                     self._flushing = False
                 raise
-            for _, future in batch:
-                if future.set_running_or_notify_cancel():
-                    if error is None:
-                        future.set_result(None)
-                    else:
-                        future.set_exception(error)
+            if batch:
+                if self.on_commit is not None:  # counted before anyone waiting goes on
+                    with contextlib.suppress(Exception):
+                        self.on_commit(len(batch), error)
+                _settle_all(batch, error)
 
     def _write(self, rows: list[tuple[Any, ...]], touched: dict[bytes, tuple[int, int]]) -> None:
         connection = self._connection(create=True)
@@ -336,17 +425,22 @@ class Store:
         try:
             added = 0
             if rows:
-                replaced = 0  # bytes of the entries these rows replace
-                for row in rows:
-                    found = connection.execute(_LENGTH, (row[0],)).fetchone()
-                    if found is not None:
-                        replaced += found[0]
+                bounded = self.max_bytes is not None
+                replaced = 0  # bytes of the entries these rows replace (a bounded store's)
+                if bounded:
+                    for start in range(0, len(rows), _CHUNK):
+                        keys = [row[0] for row in rows[start : start + _CHUNK]]
+                        found = connection.execute(_lengths_sql(len(keys)), keys).fetchone()
+                        replaced += int(found[0])
                 prepared = [
                     (key, url, status, ctype, len(body), digest(body), at, at, segment, body)
                     for key, url, status, ctype, body, segment, at in rows
                 ]
                 connection.executemany(_PUT, prepared)
-                added = sum(row[4] for row in prepared) - replaced
+                if bounded:
+                    added = sum(len(row[4]) for row in rows) - replaced
+                else:  # no total kept (see the module): the next bounded write counts it
+                    connection.execute(_NO_TOTAL)
             if touched:
                 connection.executemany(
                     "UPDATE entries SET used_at = max(used_at, ?), hits = hits + ? WHERE key = ?",
@@ -462,6 +556,44 @@ class Store:
         return int(found[0])
 
 
+@functools.lru_cache(maxsize=_CHUNK)
+def _lengths_sql(keys: int) -> str:
+    return f"{_LENGTHS}({', '.join(['?'] * keys)})"
+
+
+Waiter = Future[None] | asyncio.Future[None] | None
+"""Who waits for a queued entry: `put`'s future, `put_async`'s, or nobody."""
+
+
+def _settle_all(batch: list[tuple[tuple[Any, ...], Waiter]], error: OSError | None) -> None:
+    """Settle the waiters of a transaction: `put`'s here, `put_async`'s with one callback on
+    each of their loops."""
+    loops: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
+    for _, waiter in batch:
+        if waiter is None:
+            continue
+        if isinstance(waiter, Future):
+            if waiter.set_running_or_notify_cancel():
+                if error is None:
+                    waiter.set_result(None)
+                else:
+                    waiter.set_exception(OSError(*error.args))
+        else:
+            loops.setdefault(waiter.get_loop(), []).append(waiter)
+    for loop, futures in loops.items():
+        with contextlib.suppress(RuntimeError):  # a loop closed: nobody waits there any more
+            loop.call_soon_threadsafe(_settle, futures, error)
+
+
+def _settle(futures: list[asyncio.Future[None]], error: OSError | None) -> None:
+    for future in futures:
+        if not future.done():  # a waiter cancelled
+            if error is None:
+                future.set_result(None)
+            else:
+                future.set_exception(OSError(*error.args))
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -513,7 +645,9 @@ def _after_fork_in_child() -> None:
         _inherited.append((store._local, store._connections))  # kept open: the parent's
         store._local, store._connections = threading.local(), []
         store._lock = threading.Lock()
-        store._pending, store._flushing = [], False
+        store._wake = threading.Condition(store._lock)
+        store._pending, store._flushing, store._requested = [], False, False
+        store._writer = None  # the parent's writer thread does not run here
 
 
 def _close_all() -> None:

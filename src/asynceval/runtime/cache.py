@@ -30,9 +30,10 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import json.encoder
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -75,6 +76,26 @@ class CachedAnswer(NamedTuple):
         return {"content-type": self.content_type}
 
 
+def _json_list(values: Sequence[Any]) -> str:
+    """`json.dumps(list(values))`, without its encoder for the strings, ints and None a scope
+    holds."""
+    parts = []
+    for value in values:
+        kind = type(value)
+        if kind is str:
+            parts.append(_json_string(value))
+        elif kind is int:
+            parts.append(int.__repr__(value))
+        elif value is None:
+            parts.append("null")
+        else:
+            return json.dumps(list(values))
+    return f"[{', '.join(parts)}]"
+
+
+_json_string: Callable[[str], str] = json.encoder.encode_basestring_ascii  # json.dumps's own
+
+
 def key_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     """The headers of a request that are part of its key (see the module), sorted, credentials
     hashed."""
@@ -112,11 +133,21 @@ class CallCache:
     ) -> str:
         """The entry name of a request (hex SHA-256); `headers` may hold any headers: those of
         `key_headers` count, whatever their case."""
+        return CallCache.key_of(CallCache.key_head(method, url, headers), body)
+
+    @staticmethod
+    def key_head(method: str, url: str, headers: Iterable[tuple[str, str]] = ()) -> bytes:
+        """What a request's key hashes before its body: the same for every request of one
+        method, URL and headers (a caller may keep it: `key_of(head, body)` is `key`)."""
         head = json.dumps(
             [FORMAT, method.upper(), url, key_headers(headers)], separators=(",", ":")
         )
-        digest = hashlib.sha256(head.encode("utf-8"))
-        digest.update(b"\n")
+        return head.encode("utf-8") + b"\n"
+
+    @staticmethod
+    def key_of(head: bytes, body: bytes) -> str:
+        """`key` of a request whose `key_head` is `head`."""
+        digest = hashlib.sha256(head)
         digest.update(body)
         return digest.hexdigest()
 
@@ -124,7 +155,7 @@ class CallCache:
     def scoped(key: str, scope: Sequence[Any]) -> str:
         """`key` told apart by `scope` (JSON values): requests that are the same but must not
         share an answer (a repetition's, its n-th of the kind); the body is not hashed again."""
-        return hashlib.sha256(f"{key}\n{json.dumps(list(scope))}".encode()).hexdigest()
+        return hashlib.sha256(f"{key}\n{_json_list(scope)}".encode()).hexdigest()
 
     async def load(self, key: str, method: str, url: str) -> CachedAnswer | None:
         """The answer stored for `key` if there is a whole one for this URL."""
@@ -135,10 +166,8 @@ class CallCache:
 
     async def store(self, key: str, method: str, url: str, answer: CachedAnswer) -> None:
         """Store `answer` for `key` (replacing any entry); raises OSError if the disk refuses."""
-        await asyncio.wrap_future(
-            self.db.put(
-                bytes.fromhex(key), url, answer.status_code, answer.content_type, answer.content
-            )
+        await self.db.put_async(
+            bytes.fromhex(key), url, answer.status_code, answer.content_type, answer.content
         )
 
     def check(self) -> None:
