@@ -16,8 +16,8 @@ edited by hand) is a miss, and the next store of that key replaces it.
 Writes are group commits on the store's own writer thread (one per store, started by the first
 write and ended after a few idle seconds or by `close`): `put` queues the entry and wakes the
 writer if it is idle; the writer writes everything queued by then in one transaction, and while
-answers keep coming it lingers a couple of milliseconds first so that each transaction carries
-many (a thousand answers a second cost a few hundred small transactions, not a thousand). A
+answers come fast (`LINGER_WORTH` more in `LINGER_S`) it lingers `LINGER_S` first so that each
+transaction carries many (a thousand answers a second cost ~50 transactions, not a thousand). A
 commit settles its writers at once: `put`'s futures in the writer thread, `put_async`'s with one
 callback per event loop and transaction (not one wake-up of the loop per answer).
 
