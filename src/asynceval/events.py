@@ -237,7 +237,8 @@ def run_started(*, limits: Mapping[str, Any], n_tasks: int | None, **fields: Any
 
 def run_finished(*, counts: Mapping[str, int], duration_s: float, **fields: Any) -> None:
     """A run ended: `counts` per status, and interrupted, written (lines in the results file),
-    skipped_as_done and threads_still_running."""
+    skipped_as_done, threads_still_running and store_failures (answers the disk refused to the
+    model-call cache and to the call journal)."""
     _write(
         "info", RUN_FINISHED, {"counts": dict(counts), "duration_s": round(duration_s, 6), **fields}
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -28,6 +29,7 @@ from asynceval._writer import AppendOnlyFile
 from asynceval.engine import read_records
 
 CLI = [sys.executable, "-m", "asynceval"]
+ARITHMETIC = str(Path(__file__).parents[2] / "examples" / "arithmetic.py")
 needs_dev_full = pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 N_TASKS = 40
 
@@ -403,3 +405,20 @@ def test_an_exception_in_the_targets_code_names_where_it_was_raised(
     _make_targets(tmp_path)
     done = asynceval("run", target, "--out", "o", cwd=tmp_path)
     assert _one_line(done).endswith(where)
+
+
+def test_answers_the_disk_refuses_to_the_cache_are_said_after_the_summary(tmp_path: Path) -> None:
+    """The cache could be written at the start, then the disk refused its answers (a 100 KB
+    file size limit): the run is whole and exits 0, and stderr says how many were not kept."""
+    done = asynceval(
+        "run", ARITHMETIC, "--cache", "c", "--no-journal", "--out", "o", "--quiet",
+        cwd=tmp_path, file_size_limit=100_000,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert re.fullmatch(
+        r"asynceval: warning: \d+ answers? could not be kept in the model-call cache \(.*/c\): "
+        r"the disk refused them; the run's results are whole",
+        line,
+    ), line
+    assert len(_reports(tmp_path / "o" / "results.jsonl")) == 40

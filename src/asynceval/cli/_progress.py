@@ -71,6 +71,7 @@ class Progress:
             self.total = None
         self._finish_by: float | None = None  # when the last estimate said the run would end
         self.threads_still_running = 0
+        self.store_failures: dict[str, int] = {}  # what the disk refused to keep
         self.scored = 0
         self.passed = 0.0
         self.mode = mode
@@ -108,6 +109,9 @@ class Progress:
             self.timeouts += 1
         elif event == "run_finished":
             self.threads_still_running = int(fields.get("threads_still_running") or 0)
+            failures = fields.get("store_failures")
+            if isinstance(failures, Mapping):
+                self.store_failures = {k: int(v or 0) for k, v in failures.items() if v}
 
     @property
     def done(self) -> int:

@@ -300,6 +300,7 @@ def _run_and_summarise(
     except OSError as exc:
         raise CLIError(stdout_failure_line(exc, out)) from None
     errors = error_status(summary, allow_errors=args.allow_errors, stream=sys.stderr)
+    _say_not_kept(progress.store_failures, bench.runtime, out)
     _say_abandoned(progress.threads_still_running)
     return status or errors
 
@@ -583,6 +584,21 @@ def _events_settings(settings: Settings, path: Path) -> Settings:
     return settings.model_copy(
         update={"log_file": str(path), "log_format": "json", "log_level": level}
     )
+
+
+def _say_not_kept(failures: Mapping[str, int], runtime: Runtime, out: Path) -> None:
+    """Answers the disk refused to the cache or the journal: the run is whole, but a second
+    run or a resume pays for them again."""
+    where = {
+        "cache": f"the model-call cache ({runtime.cache.directory if runtime.cache else '?'})",
+        "journal": f"the call journal ({journal_path(out / 'results.jsonl')})",
+    }
+    for store, count in failures.items():
+        print(
+            f"asynceval: warning: {count} answer{'s' if count != 1 else ''} could not be kept in "
+            f"{where.get(store, store)}: the disk refused them; the run's results are whole",
+            file=sys.stderr,
+        )
 
 
 def _say_abandoned(count: int) -> None:

@@ -111,6 +111,7 @@ class Run:
         self._queue_error: Exception | None = None
         self._prior: dict[tuple[str, int], dict[str, Any]] = {}
         self._results: ResultsFile | None = None
+        self._journal: CallJournal | None = None
 
     async def execute(self) -> RunReports:
         """Run to the end with the runtime bound, a portal for sync code and the run's threads;
@@ -175,6 +176,7 @@ class Run:
         async with AsyncExitStack() as backend_stack:
             if self.journal and self.results_path is not None and self.backend is None:
                 journal = CallJournal(journal_path(self.results_path), self.run_id)
+                self._journal = journal
                 await backend_stack.enter_async_context(journal)
                 backend_stack.enter_context(journal_scope(journal))
             if self.backend is not None:
@@ -224,6 +226,7 @@ class Run:
                 written=self._results.written if self._results is not None else None,
                 skipped_as_done=len(self._done),
                 threads_still_running=self.threads.abandoned(),
+                store_failures=self._store_failures(),
             )
             if self.counts["success"] and not self._calls_in_successes:
                 events.no_llm_calls(successes=self.counts["success"])
@@ -235,6 +238,15 @@ class Run:
             )
         await self.callbacks.fire("on_run_end", self.bench, self.reports)
         return self.reports
+
+    def _store_failures(self) -> dict[str, int]:
+        """Answers the disk refused to the model-call cache and to the call journal (the calls
+        themselves succeeded; a resume or a second run pays for them again)."""
+        cache = self.runtime.cache
+        return {
+            "cache": cache.store_failures if cache is not None else 0,
+            "journal": self._journal.store_failures if self._journal is not None else 0,
+        }
 
     def _check_resumable(self, header: Mapping[str, Any] | None) -> None:
         """Refuse to resume a results file of another benchmark or another task set (a file that
