@@ -18,7 +18,9 @@ def test_the_smolagents_example_runs_from_the_command_line(tmp_path: Path) -> No
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert done.stdout == f"results: {out}\n"  # --quiet; the example prints nothing, smolagents neither
+    assert (
+        done.stdout == f"results: {out}\n"
+    )  # --quiet; the example prints nothing, smolagents neither
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     reports = [r for r in records if r.get("type") != "header"]
     assert sorted(r["task_id"] for r in reports) == ["france", "japan", "kenya", "peru"]

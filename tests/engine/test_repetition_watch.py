@@ -121,7 +121,7 @@ async def test_an_agent_blocking_the_loop_is_named_and_the_timeouts_it_caused_ar
         ) -> Any:
             async def sleeper(query: Any) -> Any:
                 await asyncio.sleep(0.1)  # the caller's request is out by now
-                time.sleep(1.2)  # blocks every other repetition
+                time.sleep(1.2)  # noqa: ASYNC251 - blocks every other repetition, on purpose
                 return "slept"
 
             async def caller(query: Any) -> Any:
