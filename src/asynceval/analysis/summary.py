@@ -2,7 +2,12 @@
 
 Errors and timeouts are counted apart and never folded into the score: the pass rate is computed
 only over scored repetitions (status success or evaluation_failed with at least one usable
-evaluator result), with a 95% Wilson interval. The errors are grouped by kind (provider refused,
+evaluator result), with a 95% interval that treats tasks as clusters (repetitions of one task
+share its difficulty; see `asynceval.engine.statistics`): the pass rate is the mean score over the
+scored repetitions, its interval the cluster-robust (CR1) one. With one scored repetition per task
+the interval is Wilson's, over repetitions. The reducers (mean, pass_at_k(k), ...) give one value
+per task; each is reported as its mean over the tasks that have one, with the interval of that
+mean (sd / sqrt(tasks)). The errors are grouped by kind (provider refused,
 provider unreachable, your agent raised, your evaluator raised, setup failed, timed out: see
 `asynceval.engine._error_kinds`), each with its count and its first message.
 """
@@ -17,8 +22,20 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..engine.report import ERROR_KIND_LABELS, eval_score, report_error_kind
+from ..engine.statistics import (
+    Z_95,
+    Reducer,
+    as_reducer,
+    between_tasks_dominates,
+    clustered_mean_ci,
+    mean,
+    reduce_tasks,
+    stratified_half_width,
+    task_mean_ci,
+)
 
-Z_95 = 1.959963984540054
+CLUSTERED = "clustered by task"
+WILSON = "Wilson, over repetitions"
 
 
 def wilson_interval(passed: float, total: int, z: float = Z_95) -> tuple[float, float]:
@@ -63,6 +80,12 @@ class Summary:
     passed: float = 0.0
     pass_rate: float | None = None
     pass_rate_ci95: tuple[float, float] | None = None
+    pass_rate_interval: str | None = None  # CLUSTERED, or WILSON with one repetition per task
+    tasks: int = 0  # tasks with at least one scored repetition
+    scored_per_task: tuple[int, int] = (0, 0)  # the fewest and most scored repetitions of a task
+    repeats_half_width: float | None = None  # the part repeats narrow (stratified_half_width)
+    add_tasks_not_repeats: bool = False  # the between-task part dominates the interval
+    reducers: list[dict[str, Any]] = field(default_factory=list)  # see `reducer_results`
     errors: int = 0  # repetitions that ended in an error (timeouts included)
     error_kinds: list[dict[str, Any]] = field(default_factory=list)  # see `ErrorGroup`
     timeouts: int = 0
@@ -111,12 +134,21 @@ def _group_errors(latest: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return sorted(groups.values(), key=lambda group: -int(group["count"]))
 
 
-def summarize(records: Iterable[Mapping[str, Any]], wall_s: float | None = None) -> Summary:
+def summarize(
+    records: Iterable[Mapping[str, Any]],
+    wall_s: float | None = None,
+    reducers: Sequence[Reducer | str] | None = None,
+) -> Summary:
     """A Summary of a results file's records: header lines (`{"type": "header"}`) count runs, and
     of several reports for one (task_id, repeat_idx), as after a resume, the last one counts.
-    Without `wall_s`, the wall time runs from the first header's start to the last report."""
+    Without `wall_s`, the wall time runs from the first header's start to the last report.
+    `reducers` (names or `Reducer`s) default to the ones the run's header names
+    (`benchmark_config["reducers"]`), else mean; a bad name raises ConfigError."""
+    records = list(records)
+    chosen = [as_reducer(r) for r in reducers] if reducers else header_reducers(records)
     summary = Summary(wall_s=wall_s)
     latest = _latest_reports(records, summary)
+    by_task: dict[Any, list[float]] = {}
     statuses: Counter[str] = Counter()
     reasons: Counter[str] = Counter()
     durations: list[float] = []
@@ -132,6 +164,7 @@ def summarize(records: Iterable[Mapping[str, Any]], wall_s: float | None = None)
         if score is not None:
             summary.scored += 1
             summary.passed += score
+            by_task.setdefault(_hashable(record.get("task_id")), []).append(score)
         _add_usage(summary, mapping(record.get("usage")))
         duration = finite_number(mapping(record.get("timing")).get("duration_s"))
         if duration is not None:
@@ -141,10 +174,66 @@ def summarize(records: Iterable[Mapping[str, Any]], wall_s: float | None = None)
     summary.termination_reasons = dict(reasons.most_common())
     if summary.scored:
         summary.pass_rate = summary.passed / summary.scored
-        summary.pass_rate_ci95 = wilson_interval(summary.passed, summary.scored)
+        _pass_rate_interval(summary, list(by_task.values()))
+        summary.reducers = reducer_results(chosen, list(by_task.values()))
     summary.duration_p50_s = percentile(durations, 0.50)
     summary.duration_p95_s = percentile(durations, 0.95)
     return summary
+
+
+def _pass_rate_interval(summary: Summary, scores_by_task: list[list[float]]) -> None:
+    """The pass rate's interval: clustered by task, or Wilson's when every task has one scored
+    repetition (then the repetitions are independent draws of tasks); and whether more tasks,
+    not more repeats, would narrow it."""
+    summary.tasks = len(scores_by_task)
+    counts = [len(scores) for scores in scores_by_task]
+    summary.scored_per_task = (min(counts), max(counts))
+    if all(len(scores) == 1 for scores in scores_by_task):
+        summary.pass_rate_ci95 = wilson_interval(summary.passed, summary.scored)
+        summary.pass_rate_interval = WILSON
+        return
+    _, low, high, se = clustered_mean_ci(scores_by_task)
+    summary.pass_rate_ci95 = (low, high)
+    summary.pass_rate_interval = CLUSTERED
+    repeats_half = stratified_half_width([(math.fsum(s), len(s)) for s in scores_by_task])
+    summary.repeats_half_width = repeats_half
+    summary.add_tasks_not_repeats = between_tasks_dominates(Z_95 * se, repeats_half)
+
+
+def reducer_results(
+    reducers: Sequence[Reducer], scores_by_task: Sequence[Sequence[float]]
+) -> list[dict[str, Any]]:
+    """Per reducer: {name, value (its mean over the tasks that have one), ci95 ([low, high]), se,
+    tasks (how many have a value), too_few (tasks with too few repetitions for it)}."""
+    results = []
+    for reducer in reducers:
+        values = reduce_tasks(reducer, scores_by_task)
+        entry: dict[str, Any] = {"name": reducer.name, "value": None, "ci95": None, "se": None}
+        if values:
+            value, low, high, se = task_mean_ci(values)
+            entry.update(value=value, ci95=[low, high], se=se if math.isfinite(se) else None)
+        entry.update(tasks=len(values), too_few=len(scores_by_task) - len(values))
+        results.append(entry)
+    return results
+
+
+def header_reducers(records: Iterable[Mapping[str, Any]]) -> list[Reducer]:
+    """The reducers the first header naming some holds (`benchmark_config["reducers"]`, names as
+    `as_reducer` reads them; unreadable ones skipped), else [mean]."""
+    for record in records:
+        if record.get("type") != "header":
+            continue
+        names = mapping(record.get("benchmark_config")).get("reducers")
+        if isinstance(names, list) and names:
+            chosen = []
+            for name in names:
+                try:
+                    chosen.append(as_reducer(str(name)))
+                except ValueError:
+                    continue
+            if chosen:
+                return chosen
+    return [mean]
 
 
 def _latest_reports(

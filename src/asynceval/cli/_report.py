@@ -14,6 +14,8 @@ from rich.table import Table
 from ..analysis import Summary, summarize
 from ..analysis.run_info import describe, read_manifest
 from ..engine import read_records
+from ..engine.statistics import REDUCER_NAMES, as_reducer
+from ..errors import ConfigError
 from ..events import NO_LLM_CALLS_ADVICE
 from ._errors import CLIError
 from ._files import check_results
@@ -25,6 +27,7 @@ def add_parser(commands: Any) -> None:
     )
     report.add_argument("results", help="a results.jsonl file (or the run directory holding it)")
     report.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_reducer(report)
     add_fail_under(report)
     report.set_defaults(handler=report_command)
 
@@ -37,6 +40,26 @@ def add_fail_under(parser: argparse.ArgumentParser) -> None:
         help="exit with status 1 when the pass rate is below RATE (0.8 or 80%%), or when no "
         "repetition was scored; errors and timeouts are not scored (default: no floor)",
     )
+
+
+def add_reducer(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--reducer",
+        action="append",
+        type=reducer_name,
+        metavar="NAME",
+        help="reduce each task's repetitions with NAME and report its mean over tasks with a 95%% "
+        f"interval: {REDUCER_NAMES}; repeatable (default: the reducers the run was started "
+        "with, else mean)",
+    )
+
+
+def reducer_name(text: str) -> str:
+    """A reducer's name from the command line, checked ("pass_at_k(5)")."""
+    try:
+        return as_reducer(text).name
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def rate(text: str) -> float:
@@ -136,16 +159,18 @@ def load_records(path: Path) -> tuple[list[dict[str, Any]], int]:
     return records, damaged
 
 
-def load_summary(path: Path, wall_s: float | None = None) -> Summary:
+def load_summary(
+    path: Path, wall_s: float | None = None, reducers: list[str] | None = None
+) -> Summary:
     records, damaged = load_records(path)
-    summary = summarize(records, wall_s=wall_s)
+    summary = summarize(records, wall_s=wall_s, reducers=reducers)
     summary.damaged_lines = damaged  # e.g. a line cut short by a kill
     return summary
 
 
 def report_command(args: argparse.Namespace) -> int:
     path = results_file(args.results)
-    summary = load_summary(path)
+    summary = load_summary(path, reducers=args.reducer)
     manifest = read_manifest(path)
     if args.json:
         print(json.dumps({**summary.as_dict(), "run": manifest}, indent=2))
@@ -159,6 +184,36 @@ def report_command(args: argparse.Namespace) -> int:
 
 def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f} s"
+
+
+ADD_TASKS = "mostly between tasks: add tasks, not repeats"
+
+
+def pass_rate_text(summary: Summary) -> str:
+    """'132/160 = 82.5% (95% CI 70.6%-94.4%)'."""
+    assert summary.pass_rate is not None and summary.pass_rate_ci95 is not None
+    low, high = summary.pass_rate_ci95
+    rate = f"{summary.passed:g}/{summary.scored} = {summary.pass_rate:.1%}"
+    return f"{rate} (95% CI {low:.1%}-{high:.1%})"
+
+
+def tasks_text(summary: Summary) -> str:
+    """How the interval was made: 'clustered by task: 40 tasks, 4 scored each'."""
+    fewest, most = summary.scored_per_task
+    each = str(most) if fewest == most else f"{fewest}-{most}"
+    how = summary.pass_rate_interval or "Wilson, over repetitions"
+    return f"{how}: {summary.tasks} tasks, {each} scored each"
+
+
+def reducer_text(reducer: dict[str, Any]) -> str:
+    """'75.0% (95% CI 61.2%-88.8%)', or why there is no value."""
+    if reducer["value"] is None:
+        return "no task has enough repetitions for it"
+    low, high = reducer["ci95"]
+    text = f"{reducer['value']:.1%} (95% CI {low:.1%}-{high:.1%}"
+    if reducer["too_few"]:
+        text += f"; {reducer['too_few']} tasks with too few repetitions left out"
+    return text + ")"
 
 
 def print_manifest(manifest: dict[str, Any], stream: TextIO) -> None:
@@ -184,12 +239,13 @@ def print_summary(summary: Summary, stream: TextIO) -> None:
         reasons = ", ".join(f"{k} {v}" for k, v in summary.termination_reasons.items())
         table.add_row("termination reasons", reasons)
     if summary.pass_rate is not None and summary.pass_rate_ci95 is not None:
-        low, high = summary.pass_rate_ci95
-        passed = f"{summary.passed:g}"
-        table.add_row(
-            "pass rate",
-            f"{passed}/{summary.scored} = {summary.pass_rate:.1%} (95% CI {low:.1%}-{high:.1%})",
-        )
+        table.add_row("pass rate", pass_rate_text(summary))
+        table.add_row("  interval", tasks_text(summary))
+        if summary.add_tasks_not_repeats:
+            table.add_row("", ADD_TASKS)
+        table.add_row("reducers, over tasks", "")
+        for reducer in summary.reducers:
+            table.add_row(f"  {reducer['name']}", reducer_text(reducer))
     else:
         table.add_row("pass rate", "no scored repetitions")
     if summary.errors:
