@@ -6,17 +6,28 @@ resumed run's re-run replaces the earlier one), as in `summarize`. A pair is *sc
 statistics use the pairs scored in both runs:
 
 - difference = mean(s_B) − mean(s_A) over those n pairs, s the score in [0, 1];
-- its 95% interval is a paired percentile bootstrap: 10,000 resamples of the n per-pair
-  differences d_i = s_B,i − s_A,i with replacement, from `random.Random(0)` (so the output is the
-  same on every call), the interval running from the 250th to the 9,750th of the sorted resample
-  means. A resample is drawn as multinomial counts over the distinct values of d (three for
-  pass/fail scores), which costs the same for 100 pairs as for 100,000. Only when d takes more
-  than `MAX_DISTINCT` values over more than `MAX_PER_PAIR` pairs (fractional scores on a large
-  run), where a resample costs too much, is it the normal interval mean(d) ± 1.96·sd(d)/√n
-  (sd with n − 1), which with that many pairs is what the bootstrap converges to;
-- McNemar's test on pass/fail, a pair passing in a run when its score is exactly 1.0: with
-  b = pairs passed in A and not in B ("regressed") and c = the reverse ("improved"), m = b + c and
-  X ~ Binomial(m, 1/2), the exact two-sided p = min(1, 2·P(X ≤ min(b, c))) and the mid-p
+- its 95% interval is a paired percentile bootstrap that resamples *tasks*, not repetitions
+  (repetitions of one task share its difficulty, so they are not independent draws): 10,000
+  resamples of the tasks with replacement, each task bringing all its pairs, from
+  `random.Random(0)` (so the output is the same on every call), the interval running from the
+  250th to the 9,750th of the sorted resample differences. With one pair per task this is the
+  bootstrap of the per-pair differences d_i = s_B,i − s_A,i; with the same number of pairs in
+  every task, of the per-task mean differences; else each resample's difference is the sum of
+  its tasks' differences over the sum of their pairs (more than `MAX_PER_PAIR` such tasks: the
+  normal interval with the task-clustered (CR1) standard error). In the first two cases a
+  resample is drawn as multinomial counts over the distinct values of d (three for pass/fail
+  scores), which costs the same for 100 tasks as for 100,000. Only when d takes more than
+  `MAX_DISTINCT` values over more than `MAX_PER_PAIR` tasks (fractional scores on a large run),
+  where a resample costs too much, is it the normal interval mean(d) ± 1.96·sd(d)/√n (sd with
+  n − 1), which with that many tasks is what the bootstrap converges to;
+- the reducers (mean, pass_at_k(k), ...: `asynceval.engine.statistics`) each give a value per task
+  in each run from its pairs scored in both; their difference is the mean over tasks of B's value
+  minus A's, with the same bootstrap over tasks;
+- the interval "shows a difference" only when it does not hold 0 (`no_difference_shown`);
+- McNemar's test on pass/fail, only with one scored pair per task (it takes pairs as
+  independent), a pair passing in a run when its score is exactly 1.0: with b = pairs passed in A
+  and not in B ("regressed") and c = the reverse ("improved"), m = b + c and X ~ Binomial(m, 1/2),
+  the exact two-sided p = min(1, 2·P(X ≤ min(b, c))) and the mid-p
   = min(1, 2·P(X ≤ min(b, c)) − P(X = min(b, c))). With no discordant pair both are 1.
 """
 
@@ -30,8 +41,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..engine.statistics import Z_95, Reducer, as_reducer, clustered_mean_ci
 from ..errors import AsyncEvalError
-from .summary import Z_95, Summary, report_score, summarize
+from .summary import Summary, header_reducers, report_score, summarize
 
 RESAMPLES = 10_000
 SEED = 0
@@ -52,15 +64,18 @@ class Comparison:
     """Run B measured against run A (see the module docstring for the statistics).
 
     Lists of pairs are sorted by task_id then repeat_idx. `as_dict()` is the JSON form, with keys:
-    label_a, label_b (what the runs are called: their paths from `asynceval compare`); a, b (each run's
-    own `Summary.as_dict()`: pass_rate, pass_rate_ci95, scored, ...); n_pairs (pairs scored in both
-    runs); mean_a, mean_b, difference (B − A) and difference_ci95 ([low, high]), all None without
-    pairs; interval_method ("paired bootstrap", "normal approximation" or None); resamples and
-    seed of the bootstrap; both_passed, both_failed (pair counts); regressed, improved (the
-    flipped pairs); mcnemar_p, mcnemar_mid_p (None without pairs); only_in_a, only_in_b (pairs
-    present in one run's file only); scored_in_a_only, scored_in_b_only, scored_in_neither (pairs
-    present in both whose score is missing in B, in A, in both). Each pair is an object
-    {"task_id": ..., "repeat_idx": ...}.
+    label_a, label_b (what the runs are called: their paths from `asynceval compare`); a, b (each
+    run's own `Summary.as_dict()`: pass_rate, pass_rate_ci95, scored, ...); n_pairs (pairs scored in
+    both runs); mean_a, mean_b, difference (B − A) and difference_ci95 ([low, high]), all None
+    without pairs; interval_method ("paired bootstrap" with one pair per task, "paired bootstrap
+    over tasks", "normal approximation" (one pair per task), "normal approximation over tasks",
+    "normal approximation, clustered by task", or None); no_difference_shown (the interval holds 0;
+    None without pairs); tasks (tasks with a pair scored in both); reducers (per reducer {name, a,
+    b, difference, ci95, tasks, no_difference_shown}); resamples and seed of the bootstrap;
+    both_passed, both_failed (pair counts); regressed, improved (the flipped pairs); mcnemar_p,
+    mcnemar_mid_p (None without pairs); only_in_a, only_in_b (pairs present in one run's file only);
+    scored_in_a_only, scored_in_b_only, scored_in_neither (pairs present in both whose score is
+    missing in B, in A, in both). Each pair is an object {"task_id": ..., "repeat_idx": ...}.
     """
 
     a: Summary
@@ -73,6 +88,9 @@ class Comparison:
     difference: float | None = None
     difference_ci95: tuple[float, float] | None = None
     interval_method: str | None = None
+    no_difference_shown: bool | None = None
+    tasks: int = 0
+    reducers: list[dict[str, Any]] = field(default_factory=list)
     both_passed: int = 0
     both_failed: int = 0
     regressed: list[PairId] = field(default_factory=list)
@@ -101,6 +119,9 @@ class Comparison:
             "difference": self.difference,
             "difference_ci95": None if ci is None else list(ci),
             "interval_method": self.interval_method,
+            "no_difference_shown": self.no_difference_shown,
+            "tasks": self.tasks,
+            "reducers": self.reducers,
             "resamples": RESAMPLES,
             "seed": SEED,
             "both_passed": self.both_passed,
@@ -123,13 +144,25 @@ def compare_runs(
     *,
     label_a: str = "A",
     label_b: str = "B",
+    reducers: Sequence[Reducer | str] | None = None,
 ) -> Comparison:
-    """Run B's records (header lines and reports of a results file) against run A's."""
+    """Run B's records (header lines and reports of a results file) against run A's. `reducers`
+    default to the ones A's header names, else B's, else mean."""
     records_a, records_b = list(records_a), list(records_b)
+    if reducers:
+        chosen = [as_reducer(r) for r in reducers]
+    else:
+        chosen = header_reducers(records_a)
+        if [r.name for r in chosen] == ["mean"]:
+            chosen = header_reducers(records_b)
     latest_a, latest_b = latest_reports(records_a), latest_reports(records_b)
     comparison = Comparison(
-        a=summarize(records_a), b=summarize(records_b), label_a=label_a, label_b=label_b
+        a=summarize(records_a, reducers=chosen),
+        b=summarize(records_b, reducers=chosen),
+        label_a=label_a,
+        label_b=label_b,
     )
+    by_task: dict[Any, list[tuple[float, float]]] = {}
     comparison.only_in_a = sorted(latest_a.keys() - latest_b.keys(), key=pair_order)
     comparison.only_in_b = sorted(latest_b.keys() - latest_a.keys(), key=pair_order)
     scores: list[tuple[float, float]] = []
@@ -144,6 +177,7 @@ def compare_runs(
                 comparison.scored_in_neither.append(pair)
             continue
         scores.append((score_a, score_b))
+        by_task.setdefault(pair[0], []).append((score_a, score_b))
         passed_a, passed_b = score_a == 1.0, score_b == 1.0
         if passed_a and not passed_b:
             comparison.regressed.append(pair)
@@ -152,24 +186,86 @@ def compare_runs(
         else:
             comparison.both_passed += passed_a
             comparison.both_failed += not passed_a
-    _paired_statistics(comparison, scores)
+    _paired_statistics(comparison, scores, list(by_task.values()))
+    comparison.reducers = reducer_differences(chosen, list(by_task.values()))
     return comparison
 
 
-def _paired_statistics(comparison: Comparison, scores: Sequence[tuple[float, float]]) -> None:
-    """The means, difference, interval and McNemar p-values of the pairs scored in both runs."""
+def _paired_statistics(
+    comparison: Comparison,
+    scores: Sequence[tuple[float, float]],
+    by_task: Sequence[Sequence[tuple[float, float]]],
+) -> None:
+    """The means, difference, interval (tasks resampled) and, with one pair per task, McNemar
+    p-values of the pairs scored in both runs."""
     n = comparison.n_pairs = len(scores)
+    comparison.tasks = len(by_task)
     if not n:
         return
     comparison.mean_a = math.fsum(a for a, _ in scores) / n
     comparison.mean_b = math.fsum(b for _, b in scores) / n
     comparison.difference = comparison.mean_b - comparison.mean_a
-    comparison.difference_ci95, comparison.interval_method = difference_interval(
-        [b - a for a, b in scores]
-    )
-    comparison.mcnemar_p, comparison.mcnemar_mid_p = mcnemar(
-        len(comparison.regressed), len(comparison.improved)
-    )
+    diffs_by_task = [[b - a for a, b in pairs] for pairs in by_task]
+    comparison.difference_ci95, comparison.interval_method = task_difference_interval(diffs_by_task)
+    low, high = comparison.difference_ci95
+    comparison.no_difference_shown = low <= 0.0 <= high
+    if all(len(pairs) == 1 for pairs in by_task):
+        comparison.mcnemar_p, comparison.mcnemar_mid_p = mcnemar(
+            len(comparison.regressed), len(comparison.improved)
+        )
+
+
+def reducer_differences(
+    reducers: Sequence[Reducer], by_task: Sequence[Sequence[tuple[float, float]]]
+) -> list[dict[str, Any]]:
+    """Per reducer: {name, a, b (its mean over tasks in each run), difference (B − A), ci95
+    (bootstrap over tasks), tasks (with a value in both), no_difference_shown}; the values None
+    when no task has enough pairs for it."""
+    results = []
+    for reducer in reducers:
+        values = []
+        for pairs in by_task:
+            value_a = reducer.reduce([a for a, _ in pairs])
+            value_b = reducer.reduce([b for _, b in pairs])
+            if value_a is not None and value_b is not None:
+                values.append((value_a, value_b))
+        entry: dict[str, Any] = {"name": reducer.name, "tasks": len(values)}
+        entry.update(a=None, b=None, difference=None, ci95=None, no_difference_shown=None)
+        if values:
+            (low, high), _ = difference_interval([b - a for a, b in values])
+            mean_a = math.fsum(a for a, _ in values) / len(values)
+            mean_b = math.fsum(b for _, b in values) / len(values)
+            entry.update(a=mean_a, b=mean_b, difference=mean_b - mean_a, ci95=[low, high])
+            entry["no_difference_shown"] = low <= 0.0 <= high
+        results.append(entry)
+    return results
+
+
+def task_difference_interval(
+    diffs_by_task: Sequence[Sequence[float]],
+) -> tuple[tuple[float, float], str]:
+    """The 95% interval of the mean difference over all pairs, tasks resampled (see the module
+    docstring), and how it was made. Every task has at least one pair."""
+    sizes = {len(diffs) for diffs in diffs_by_task}
+    if sizes == {1}:
+        return difference_interval([diffs[0] for diffs in diffs_by_task])
+    if len(sizes) == 1:  # the same number of pairs per task: the mean of the task means
+        interval, method = difference_interval([math.fsum(d) / len(d) for d in diffs_by_task])
+        return interval, method + " over tasks"
+    groups = len(diffs_by_task)
+    if groups > MAX_PER_PAIR:
+        mean, _, _, se = clustered_mean_ci(diffs_by_task)
+        return (mean - Z_95 * se, mean + Z_95 * se), "normal approximation, clustered by task"
+    units = [(math.fsum(d), len(d)) for d in diffs_by_task]
+    rng = random.Random(SEED)
+    ratios = []
+    for _ in range(RESAMPLES):
+        drawn = rng.choices(units, k=groups)
+        ratios.append(math.fsum(total for total, _ in drawn) / sum(size for _, size in drawn))
+    ratios.sort()
+    low = ratios[math.ceil(0.025 * RESAMPLES) - 1]
+    high = ratios[math.ceil(0.975 * RESAMPLES) - 1]
+    return (low, high), "paired bootstrap over tasks"
 
 
 def latest_reports(records: Iterable[Mapping[str, Any]]) -> dict[PairId, Mapping[str, Any]]:

@@ -16,7 +16,7 @@ from ..analysis.compare import Comparison, NotComparable, PairId, check_comparab
 from ..analysis.summary import Summary
 from ._errors import CLIError
 from ._files import check_results, is_header, is_report
-from ._report import load_records, results_file
+from ._report import add_reducer, load_records, results_file
 
 SHOWN = 20  # pairs listed per kind in the table view; --json lists them all
 
@@ -27,8 +27,10 @@ def add_parser(commands: Any) -> None:
         help="compare two runs pair by pair",
         description=(
             "Compare run B with run A, repetitions paired by (task_id, repeat_idx): each run's "
-            "pass rate, the paired difference B - A with a 95% interval (paired bootstrap) and "
-            "McNemar's test, the repetitions that flipped, and those present in one run only."
+            "pass rate, the paired difference B - A with a 95% interval (a paired bootstrap "
+            "that resamples tasks) and, with one repetition per task, McNemar's test; each "
+            "reducer's difference over tasks; the repetitions that flipped, and those present "
+            "in one run only."
         ),
     )
     compare.add_argument("run_a", help="run A: a run directory or its results.jsonl")
@@ -40,6 +42,7 @@ def add_parser(commands: Any) -> None:
         help="pair runs whose headers name different benchmarks (a renamed class, two "
         "benchmarks on one task set); without it they are refused",
     )
+    add_reducer(compare)
     compare.set_defaults(handler=compare_command)
 
 
@@ -54,7 +57,9 @@ def compare_command(args: argparse.Namespace) -> int:
         )
     except NotComparable as exc:
         raise CLIError(str(exc)) from None
-    comparison = compare_runs(records_a, records_b, label_a=label_a, label_b=label_b)
+    comparison = compare_runs(
+        records_a, records_b, label_a=label_a, label_b=label_b, reducers=args.reducer
+    )
     comparison.a.damaged_lines, comparison.b.damaged_lines = damaged_a, damaged_b
     if args.json:
         print(json.dumps(comparison.as_dict(), indent=2))
@@ -76,15 +81,26 @@ def _pass_rate(summary: Summary) -> str:
     if summary.pass_rate is None or summary.pass_rate_ci95 is None:
         return f"no scored repetitions of {summary.repetitions}"
     low, high = summary.pass_rate_ci95
-    return (
-        f"{summary.passed:g}/{summary.scored} = {summary.pass_rate:.1%} "
-        f"(95% CI {low:.1%}-{high:.1%}), {summary.repetitions} repetitions"
-    )
+    text = f"{summary.passed:g}/{summary.scored} = {summary.pass_rate:.1%} "
+    text += f"(95% CI {low:.1%}-{high:.1%})"
+    if summary.repetitions != summary.scored:
+        text += f", {summary.repetitions} repetitions"
+    return text
+
+
+def _verdict(ci95: Any) -> str:
+    low, high = ci95
+    return "no difference shown" if low <= 0.0 <= high else "a difference shown"
 
 
 def _points(value: float) -> str:
     """A difference of rates in percentage points, with its sign."""
     return f"{value * 100:+.1f} pp"
+
+
+def _span(low: float, high: float) -> str:
+    """'-3.1 to +4.2 pp'."""
+    return f"{low * 100:+.1f} to {high * 100:+.1f} pp"
 
 
 def _paired(comparison: Comparison) -> list[tuple[str, str]]:
@@ -93,20 +109,35 @@ def _paired(comparison: Comparison) -> list[tuple[str, str]]:
     assert comparison.mean_a is not None and comparison.mean_b is not None
     assert comparison.difference is not None and comparison.difference_ci95 is not None
     low, high = comparison.difference_ci95
-    return [
-        ("pairs scored in both", str(comparison.n_pairs)),
+    rows = [
+        ("pairs scored in both", f"{comparison.n_pairs} in {comparison.tasks} tasks"),
         ("mean score A / B", f"{comparison.mean_a:.1%} / {comparison.mean_b:.1%}"),
         (
             "difference B - A",
-            f"{_points(comparison.difference)} "
-            f"(95% CI {_points(low)} to {_points(high)}, {comparison.interval_method})",
+            f"{_points(comparison.difference)} (95% CI {_span(low, high)}), "
+            + _verdict(comparison.difference_ci95),
         ),
+        ("  interval", str(comparison.interval_method)),
         ("improved / regressed", f"{len(comparison.improved)} / {len(comparison.regressed)}"),
-        (
-            "McNemar p",
-            f"exact {comparison.mcnemar_p:.3g}, mid-p {comparison.mcnemar_mid_p:.3g}",
-        ),
     ]
+    if comparison.mcnemar_p is not None and comparison.mcnemar_mid_p is not None:
+        mcnemar = f"exact {comparison.mcnemar_p:.3g}, mid-p {comparison.mcnemar_mid_p:.3g}"
+    else:
+        mcnemar = "not shown (several repetitions per task)"
+    rows.append(("McNemar p", mcnemar))
+    rows.append(("reducers: B - A", "over tasks"))
+    for reducer in comparison.reducers:
+        rows.append((f"  {reducer['name']}", _reducer(reducer)))
+    return rows
+
+
+def _reducer(reducer: dict[str, Any]) -> str:
+    if reducer["difference"] is None:
+        return "no task has enough repetitions in both runs"
+    low, high = reducer["ci95"]
+    return f"{_points(reducer['difference'])} (95% CI {_span(low, high)}), " + _verdict(
+        reducer["ci95"]
+    )
 
 
 def _pair_lists(comparison: Comparison) -> list[tuple[str, list[PairId]]]:
@@ -138,7 +169,9 @@ def print_comparison(comparison: Comparison, stream: TextIO) -> None:
         ("A", comparison.label_a),
         ("B", comparison.label_b),
         ("pass rate A", _pass_rate(comparison.a)),
+        ("  interval", str(comparison.a.pass_rate_interval or "-")),
         ("pass rate B", _pass_rate(comparison.b)),
+        ("  interval", str(comparison.b.pass_rate_interval or "-")),
         *_paired(comparison),
     ]
     rows += [(name, str(len(pairs))) for name, pairs in _pair_lists(comparison)[2:]]
