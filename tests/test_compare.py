@@ -160,7 +160,8 @@ def test_without_pairs_there_is_no_interval_and_the_json_form_is_complete() -> N
         "label_a", "label_b", "a", "b", "n_pairs", "mean_a", "mean_b", "difference",
         "difference_ci95", "interval_method", "resamples", "seed", "both_passed", "both_failed",
         "regressed", "improved", "mcnemar_p", "mcnemar_mid_p", "only_in_a", "only_in_b",
-        "scored_in_a_only", "scored_in_b_only", "scored_in_neither",
+        "scored_in_a_only", "scored_in_b_only", "scored_in_neither", "no_difference_shown",
+        "tasks", "reducers",
     }  # fmt: skip
 
 
