@@ -91,14 +91,18 @@ def _labels(runs: Sequence[Path]) -> list[str]:
 
 
 def _run_data(
-    results: Path, label: str, max_buckets: int, share: DetailBudget
+    results: Path,
+    label: str,
+    max_buckets: int,
+    share: DetailBudget,
+    reducers: Sequence[str] | None = None,
 ) -> tuple[dict[str, Any], list[str], list[dict[str, Any]]]:
     """One run's part of the page's data, its rows' details (they go in their own element) and
     its light records (for the comparison). Raises OSError when a file cannot be read,
     ViewError when `results` is not a results file."""
     rows = read_rows(results, share=share)
     manifest = read_manifest(results)
-    summary = summarize(rows.records, wall_s=rows.wall_s())
+    summary = summarize(rows.records, wall_s=rows.wall_s(), reducers=reducers)
     summary.damaged_lines = rows.damaged_lines
     events = read_events_view(results.parent / "events.jsonl", rows.headers, max_buckets)
     # As `asynceval report` warns (its text is the run's own `no_llm_calls` event's advice).
@@ -121,12 +125,18 @@ def _run_data(
 
 
 def _comparison(
-    first: list[dict[str, Any]], other: list[dict[str, Any]], label_a: str, label_b: str
+    first: list[dict[str, Any]],
+    other: list[dict[str, Any]],
+    label_a: str,
+    label_b: str,
+    reducers: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """`compare_runs` of two runs as JSON without the runs' summaries (the page has them),
     each list of pairs cut to its first LISTED_PAIRS (its full length in `<name>_count`): the
     page lists flips, the file holds them all."""
-    found = compare_runs(first, other, label_a=label_a, label_b=label_b).as_dict()
+    found = compare_runs(
+        first, other, label_a=label_a, label_b=label_b, reducers=reducers
+    ).as_dict()
     del found["a"], found["b"]
     for name in _PAIR_LISTS:
         pairs = found.get(name) or []
@@ -141,6 +151,7 @@ def view_data(
     max_buckets: int = MAX_BUCKETS,
     detail_budget: int = BUDGET,
     row_cap: int = ROW_CAP,
+    reducers: Sequence[str] | None = None,
 ) -> tuple[dict[str, Any], list[list[str]]]:
     """(the page's data, each run's rows' details as JSON texts), see `build_view`."""
     if not run_dirs:
@@ -155,12 +166,12 @@ def view_data(
     records: list[list[dict[str, Any]]] = []
     labels = _labels([Path(run) for run in run_dirs])
     for path, label in zip(paths, labels, strict=True):
-        data, lines, light = _run_data(path, label, max_buckets, share)
+        data, lines, light = _run_data(path, label, max_buckets, share, reducers)
         runs.append(data)
         details.append(lines)
         records.append(light)
     comparisons = [
-        _comparison(records[0], light, labels[0], labels[index])
+        _comparison(records[0], light, labels[0], labels[index], reducers)
         for index, light in enumerate(records[1:], start=1)
     ]
     data = {
@@ -214,17 +225,23 @@ def build_view(
     max_buckets: int = MAX_BUCKETS,
     detail_budget: int = BUDGET,
     row_cap: int = ROW_CAP,
+    reducers: Sequence[str] | None = None,
 ) -> str:
     """The HTML page showing the runs in `run_dirs`: each a directory holding results.jsonl and,
     if there is one, events.jsonl, or a results file (its events: the events.jsonl beside it).
     `max_buckets`: time buckets per run in an events file; `row_cap`: characters of JSON of
     one row's details at most, `detail_budget`: of all rows' details of the page (see
-    `_view_rows`). A directory without results.jsonl raises FileNotFoundError; an unreadable
-    file, OSError; a file that is not a results file (no header, no report), ViewError. A
-    results file with only headers gives a page saying so; a missing events.jsonl, a page
-    without charts that says why."""
+    `_view_rows`); `reducers`: names of the reducers to show (default: each run's own, else
+    mean; a bad name raises ConfigError). A directory without results.jsonl raises
+    FileNotFoundError; an unreadable file, OSError; a file that is not a results file (no
+    header, no report), ViewError. A results file with only headers gives a page saying so; a
+    missing events.jsonl, a page without charts that says why."""
     data, details = view_data(
-        run_dirs, max_buckets=max_buckets, detail_budget=detail_budget, row_cap=row_cap
+        run_dirs,
+        max_buckets=max_buckets,
+        detail_budget=detail_budget,
+        row_cap=row_cap,
+        reducers=reducers,
     )
     return render_page(data, details)
 

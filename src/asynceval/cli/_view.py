@@ -18,7 +18,7 @@ from typing import Any
 from ..analysis.view import ViewError, write_view
 from ._errors import CLIError
 from ._files import events_file_error
-from ._report import results_file
+from ._report import add_reducer, results_file
 
 DEFAULT_COMPARISON = "asynceval-view.html"
 
@@ -28,7 +28,8 @@ def add_parser(commands: Any) -> None:
         "view",
         help="write one HTML page showing a run, or several side by side",
         description="Write one self-contained HTML page (works offline from file://) of the "
-        "runs: settings, pass rate with its 95% interval, status counts, every repetition "
+        "runs: settings, pass rate with its 95% interval (clustered by task), each reducer "
+        "over tasks, status counts, every repetition "
         "(filter, search, sort; a row opens its error, eval and traces), calls in flight "
         "against the limit, queue waits and retries. With several runs, their comparison "
         "(each against the first, paired by task and repeat).",
@@ -50,6 +51,7 @@ def add_parser(commands: Any) -> None:
     view.add_argument(
         "--open", action="store_true", help="open the page in the default web browser"
     )
+    add_reducer(view)
     view.set_defaults(handler=view_command)
 
 
@@ -95,7 +97,7 @@ def view_command(args: argparse.Namespace) -> int:
     results = runs(args.runs)
     out = out_path(args.out, results)
     try:
-        write_view(results, out)
+        write_view(results, out, reducers=args.reducer)
     except ViewError as exc:  # not a results file; a page that would overwrite its input
         raise CLIError(str(exc)) from exc
     except OSError as exc:  # a run that cannot be read, or --out that cannot be written

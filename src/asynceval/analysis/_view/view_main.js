@@ -85,9 +85,18 @@
         el("div", { cls: "muted", text: "pass rate" }),
         el("div", { cls: "big", text: pct(s.pass_rate) }),
         el("div", { text: num(+s.passed.toFixed(3)) + " / " + num(s.scored) + " scored repetitions" }),
-        el("div", { text: "95% CI " + pct(s.pass_rate_ci95[0]) + " – " + pct(s.pass_rate_ci95[1]) + " (Wilson)" }),
+        el("div", { id: "pass-rate-ci", text: "95% CI " + pct(s.pass_rate_ci95[0]) + " – " + pct(s.pass_rate_ci95[1]) + " (" + (s.pass_rate_interval || "Wilson, over repetitions") + ", " + num(s.tasks) + " tasks)" }),
         ciBar(s.pass_rate_ci95, s.pass_rate, 200),
+        s.add_tasks_not_repeats ? el("div", { cls: "muted", id: "add-tasks", text: "the interval is mostly between tasks: add tasks, not repeats" }) : null,
+      ].filter(Boolean)));
+    if (s.reducers && s.reducers.length) {
+      cards.appendChild(el("div", { cls: "card", id: "reducers" }, [
+        el("div", { cls: "muted", text: "reducers, mean over tasks (95% CI)" }),
+        kvTable(s.reducers.map(function (r) {
+          return [r.name, r.value === null ? "no task has enough repetitions" : pct(r.value) + " (" + pct(r.ci95[0]) + " – " + pct(r.ci95[1]) + ")" + (r.too_few ? ", " + num(r.too_few) + " tasks with too few left out" : "")];
+        })),
       ]));
+    }
     cards.appendChild(el("div", { cls: "card" }, [kvTable([
       ["repetitions", num(s.repetitions)],
       ["errors", s.errors ? num(s.errors) + " (" + num(s.timeouts) + " of them timeouts)" : "none"],
@@ -168,15 +177,18 @@
         el("div", { cls: "card paired" }, [
           el("div", { cls: "muted", text: "difference in mean score, B − A" }),
           el("div", { cls: "big " + cls, text: signed(diff) }),
-          el("div", { text: "95% CI " + signed(c.difference_ci95[0]) + " to " + signed(c.difference_ci95[1]) + " (" + c.interval_method + (c.interval_method === "paired bootstrap" ? ", " + num(c.resamples) + " resamples, seed " + c.seed : "") + ")" }),
-          el("div", { text: "over " + num(c.n_pairs) + " pairs scored in both: " + pct(c.mean_a) + " → " + pct(c.mean_b) }),
+          el("div", { text: "95% CI " + signed(c.difference_ci95[0]) + " to " + signed(c.difference_ci95[1]) + " (" + c.interval_method + (c.interval_method.indexOf("bootstrap") >= 0 ? ", " + num(c.resamples) + " resamples, seed " + c.seed : "") + ")" }),
+          el("div", { id: "verdict-" + index, text: c.no_difference_shown ? "no difference shown (the interval holds 0)" : "a difference shown (the interval does not hold 0)" }),
+          el("div", { text: "over " + num(c.n_pairs) + " pairs in " + num(c.tasks) + " tasks scored in both: " + pct(c.mean_a) + " → " + pct(c.mean_b) }),
         ]),
         el("div", { cls: "card" }, [kvTable([
           ["improved (failed in A, passed in B)", num(c.improved_count)],
           ["regressed (passed in A, failed in B)", num(c.regressed_count)],
           ["both passed / both failed", num(c.both_passed) + " / " + num(c.both_failed)],
-          ["McNemar exact p / mid-p", c.mcnemar_p.toPrecision(3) + " / " + c.mcnemar_mid_p.toPrecision(3)],
-        ])]),
+          ["McNemar exact p / mid-p", c.mcnemar_p === null ? "not shown (several repetitions per task)" : c.mcnemar_p.toPrecision(3) + " / " + c.mcnemar_mid_p.toPrecision(3)],
+        ].concat((c.reducers || []).map(function (r) {
+          return [r.name + ", B − A over tasks", r.difference === null ? "no task has enough repetitions in both" : signed(r.difference) + " (95% CI " + signed(r.ci95[0]) + " to " + signed(r.ci95[1]) + ")" + (r.no_difference_shown ? ", no difference shown" : "")];
+        })))]),
       ]));
     }
     root.appendChild(kvTable([
