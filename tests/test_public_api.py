@@ -18,8 +18,8 @@ ROOT = Path(__file__).parents[1]
 
 SURFACE: dict[str, list[str]] = {
     "asynceval": [
-        "AdaptiveQueue", "AnthropicChatModel", "AsyncEvalError", "Benchmark", "BenchmarkCallback",
-        "ChatModel", "Completion", "JudgePanel", "LLMCallFailed", "OpenAIChatModel",
+        "AdaptiveQueue", "AdaptiveRepeats", "AnthropicChatModel", "AsyncEvalError", "Benchmark",
+        "BenchmarkCallback", "ChatModel", "Completion", "JudgePanel", "LLMCallFailed", "OpenAIChatModel",
         "PriorityQueue", "Runtime", "SequentialQueue", "Settings", "SyncAgent", "Task",
         "TaskExecutionStatus", "TaskProtocol", "TerminationReason", "TimeoutAction", "Tool",
         "ToolExecutor", "__version__", "configure_logging", "current_context", "http_client",
@@ -29,10 +29,10 @@ SURFACE: dict[str, list[str]] = {
     "asynceval.analysis": ["LogCheck", "Summary", "check_events", "summarize", "wilson_interval"],
     "asynceval.distributed": ["DaskBackend"],
     "asynceval.engine": [
-        "REPORT_KEYS", "AdaptiveQueue", "Benchmark", "BenchmarkCallback", "ComponentRegistry",
-        "Evaluator", "PriorityQueue", "RunReports", "SequentialQueue", "Task", "TaskContext",
-        "TaskExecutionStatus", "TaskProtocol", "TaskQueue", "TerminationReason", "TimeoutAction",
-        "current_context", "iter_tasks", "load_tasks", "read_records", "successful_pairs",
+        "REPORT_KEYS", "AdaptiveQueue", "AdaptiveRepeats", "Benchmark", "BenchmarkCallback",
+        "ComponentRegistry", "Evaluator", "PriorityQueue", "RunReports", "SequentialQueue", "Task",
+        "TaskContext", "TaskExecutionStatus", "TaskProtocol", "TaskQueue", "TerminationReason",
+        "TimeoutAction", "current_context", "iter_tasks", "load_tasks", "read_records", "successful_pairs",
     ],
     "asynceval.errors": [
         "RETRYABLE_STATUS_CODES", "AgentError", "AsyncEvalError", "AttemptTimeout", "BackendLost",

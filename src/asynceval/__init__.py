@@ -26,6 +26,7 @@ from .agents import SyncAgent
 from .config import Settings
 from .engine import (
     AdaptiveQueue,
+    AdaptiveRepeats,
     Benchmark,
     BenchmarkCallback,
     PriorityQueue,
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AdaptiveQueue",
+    "AdaptiveRepeats",
     "AnthropicChatModel",
     "AsyncEvalError",
     "Benchmark",

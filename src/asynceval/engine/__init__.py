@@ -3,6 +3,7 @@ scheduler, queues, reports and results files. Imports the models, the funnel (us
 stream leases), the runtime and the layers below; agents, tools, evaluation and the edges
 import it."""
 
+from ._adaptive_repeats import AdaptiveRepeats
 from .adaptive import AdaptiveQueue
 from .benchmark import Benchmark, Evaluator
 from .callbacks import BenchmarkCallback
@@ -19,6 +20,7 @@ from .task import Task, TaskProtocol, TimeoutAction
 __all__ = [
     "REPORT_KEYS",
     "AdaptiveQueue",
+    "AdaptiveRepeats",
     "Benchmark",
     "BenchmarkCallback",
     "ComponentRegistry",

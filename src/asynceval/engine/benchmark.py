@@ -29,6 +29,7 @@ import anyio.from_thread
 from ..config import Settings
 from ..limits import ConcurrencyController
 from ..runtime import Runtime
+from ._adaptive_repeats import AdaptiveRepeats
 from .callbacks import BenchmarkCallback
 from .context import current_context
 from .queues import TaskQueue
@@ -36,6 +37,7 @@ from .registry import ComponentRegistry
 from .report import error_entry
 from .run_reports import RunReports
 from .scheduler import Run
+from .statistics import Reducer, as_reducer
 from .status import TerminationReason
 from .task import Task
 from .threads import call_maybe_async
@@ -67,6 +69,10 @@ class Benchmark(ABC):
     current when the run starts, usually the process default, so the limit is shared with every
     other run and thread of the process); `settings` without a runtime gives the run a Runtime of
     its own built from them; `controller` replaces the runtime's limiter for this run.
+    `reducers` (names such as "pass_at_k(5)" or `Reducer`s; a bad name is a ConfigError) say how
+    a task's repetitions reduce to one value in the summary, beside the mean; the results
+    header's `benchmark_config` records their names. For repeats that adapt to a target
+    precision instead of a fixed count, see `run(repeats=AdaptiveRepeats(...))`.
     """
 
     def __init__(
@@ -79,6 +85,7 @@ class Benchmark(ABC):
         settings: Settings | None = None,
         controller: ConcurrencyController | None = None,
         runtime: Runtime | None = None,
+        reducers: Sequence[Reducer | str] = (),
     ) -> None:
         for name, value in (
             ("n_task_repeats", n_task_repeats),
@@ -94,9 +101,14 @@ class Benchmark(ABC):
         self.settings = settings
         self.controller = controller
         self.runtime = runtime
+        self.reducers: list[Reducer] = [as_reducer(reducer) for reducer in reducers]
         self.registry = ComponentRegistry()  # its benchmark_config is gathered when a run starts
         self.reports: RunReports = RunReports.empty()
         """The last run's reports (what `run` returned)."""
+        self.adaptive_outcome: dict[str, Any] | None = None
+        """The last run's adaptive repeats (`run(repeats=AdaptiveRepeats(...))`): why the rule
+        stopped ("ci_width_reached", "max_repeats", "queue_stopped"), the half-width it reached and
+        the repetitions it took; None for a run with fixed repeats."""
 
     def gather_config(self) -> dict[str, Any]:
         """The benchmark's own configuration, recorded in every report's `config`."""
@@ -104,6 +116,7 @@ class Benchmark(ABC):
             "name": type(self).__qualname__,
             "n_task_repeats": self.n_task_repeats,
             "max_invocations": self.max_invocations,
+            "reducers": [reducer.name for reducer in self.reducers],
         }
 
     def default_tasks(self) -> Iterable[Task | Mapping[str, Any]] | None:
@@ -258,6 +271,7 @@ class Benchmark(ABC):
         backend: Backend | None = None,
         run_id: str | None = None,
         journal: bool | None = None,
+        repeats: AdaptiveRepeats | None = None,
     ) -> RunReports:
         """Run every task `n_task_repeats` times and return the reports.
 
@@ -277,6 +291,12 @@ class Benchmark(ABC):
         set. `run_id` names the run (default: a new one, its UTC start and 8 hex digits).
         `journal` keeps every successful LLM call of the run beside `results_path` so that a
         resumed repetition replays the calls it had finished (default: on with a results_path).
+
+        `repeats=AdaptiveRepeats(ci_width=W, max_repeats=N)` replaces `n_task_repeats` with the
+        adaptive rule: one repetition per task, then more where they narrow the 95% half-width
+        of the pass rate over the task set most, until it is <= W or every task has N; why it
+        stopped is in `run_finished` and `self.adaptive_outcome`. With `resume=True` the
+        repetitions already in the results file count and the rule goes on from them.
         """
         run = Run(
             self,
@@ -289,8 +309,14 @@ class Benchmark(ABC):
             backend=backend,
             run_id=run_id,
             journal=journal,
+            repeats=repeats,
         )
-        self.reports = await run.execute()
+        self.adaptive_outcome = None
+        try:
+            self.reports = await run.execute()
+        finally:
+            if run.adaptive is not None:
+                self.adaptive_outcome = run.adaptive.outcome
         return self.reports
 
     def run_sync(self, *args: Any, **kwargs: Any) -> RunReports:

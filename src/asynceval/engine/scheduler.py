@@ -36,14 +36,16 @@ from ..funnel import CallJournal, journal_scope
 from ..limits import ConcurrencyController
 from ..runtime import RunGcThreshold, Runtime
 from . import run_lock
+from ._adaptive_repeats import AdaptiveRepeats, RepeatAllocator
 from ._run_inputs import QueueArg, TaskSource, agent_data_resolver, checked_ids, make_queue
 from .backend import Backend, Session
 from .callbacks import CallbackRunner
 from .repetition import Repetitions, Unit
+from .report import eval_score
 from .results import ResultsFile, read_header, successful_reports
 from .run_reports import RunReports, remove_file
 from .seen_ids import SeenIds
-from .task import as_task, duplicate_message
+from .task import Task, as_task, duplicate_message
 from .threads import ThreadRunner, threads_scope
 
 if TYPE_CHECKING:
@@ -72,8 +74,15 @@ class Run:
         backend: Backend | None = None,
         run_id: str | None = None,
         journal: bool | None = None,
+        repeats: AdaptiveRepeats | None = None,
     ) -> None:
         self.bench = benchmark
+        if repeats is not None and not isinstance(repeats, AdaptiveRepeats):
+            raise ConfigError(
+                f"repeats must be an AdaptiveRepeats (fixed repeats are the benchmark's "
+                f"n_task_repeats), got {repeats!r}"
+            )
+        self.adaptive = _AdaptiveRun(repeats) if repeats is not None else None
         self.backend = backend
         self.run_id = _checked_run_id(run_id) if run_id is not None else new_run_id()
         self._session: Session | None = None
@@ -227,6 +236,7 @@ class Run:
                 skipped_as_done=len(self._done),
                 threads_still_running=self.threads.abandoned(),
                 store_failures=self._store_failures(),
+                **self._adaptive_fields(interrupted),
             )
             if self.counts["success"] and not self._calls_in_successes:
                 events.no_llm_calls(successes=self.counts["success"])
@@ -294,6 +304,7 @@ class Run:
             "resumed": self.resume,
             "task_set": self.task_set,
             "journal": self.journal and self.backend is None,
+            **({"adaptive_repeats": self.adaptive.rule.describe()} if self.adaptive else {}),
             **(dict(self._session.description) if self._session is not None else {}),
         }
 
@@ -304,12 +315,15 @@ class Run:
         raised as it was."""
         workers = self._session.capacity if self._session is not None else self.max_tasks
         if self.n_tasks is not None:  # no more workers than repetitions (a huge limit is no cost)
-            workers = max(1, min(workers, self.n_tasks * self.bench.n_task_repeats))
+            most = self.bench.n_task_repeats if self.adaptive is None else self.adaptive.most
+            workers = max(1, min(workers, self.n_tasks * most))
         choosing = anyio.Lock(fast_acquire=True)  # one worker at a time asks the queue
         async with anyio.create_task_group() as tg:
             self._cancel_all = tg.cancel_scope
             for _ in range(workers):
                 tg.start_soon(self._work, choosing)
+        if self.adaptive is not None:
+            await self._adaptive_tasks_end()
         if self._backend_error is not None:
             raise self._backend_error
         if self._queue_error is not None:
@@ -341,6 +355,8 @@ class Run:
         """The next repetition, or None: none left, or the queue failed (nothing more starts
         then, not even the repeats of tasks already chosen)."""
         try:
+            if self.adaptive is not None:
+                return await self._next_adaptive(self.adaptive)
             return await self._next_unit()
         except Exception as exc:
             self._queue_error = self._queue_error or exc
@@ -417,12 +433,122 @@ class Run:
         await self.callbacks.fire("on_queue_decision", self.bench, self.queue, proceed)
         if not proceed:
             self._stopped = True
+        if self.adaptive is not None:
+            self._adaptive_recorded(self.adaptive, unit, report)
+            return
         state = self._task_states[task.id]
         state.reports.append(report)
         state.remaining -= 1
         if state.remaining == 0:
             del self._task_states[task.id]
             await self.callbacks.fire("on_task_end", self.bench, task, state.reports)
+
+    # --- adaptive repeats (DESIGN section 18): the fixed-repeats path above never comes here ---
+
+    async def _next_adaptive(self, adaptive: _AdaptiveRun) -> Unit | None:
+        """The next repetition by the adaptive rule: a first repetition of each task the queue
+        gives, then the repetitions the rule chooses; waits while those in flight may reach the
+        target; None when the rule is over or the run stopped."""
+        rule = adaptive.allocator
+        while True:
+            if self._stopped:
+                return None
+            if not adaptive.queue_done:
+                task = self.queue.next_task()
+                if task is None:
+                    adaptive.queue_done = True
+                    continue
+                if not self._seen.add(task.id):
+                    raise TaskSpecError(duplicate_message(task.id, "tasks"))
+                prior = self._prior_reports(task.id, adaptive.most)
+                for report in prior:  # done in an earlier run: the queue still learns from it
+                    self.queue.on_task_complete(task, report)
+                position = rule.add([eval_score(report.get("eval")) for report in prior])
+                adaptive.tasks.append(task)
+                adaptive.data.append(self._agent_data_for(task))
+                adaptive.next_idx.append(0)
+                adaptive.index[task.id] = position
+                if self.callbacks.callbacks:
+                    adaptive.reports[task.id] = list(prior)
+                await self.callbacks.fire("on_task_selected", self.bench, task, self.queue)
+                await self.callbacks.fire("on_task_start", self.bench, task)
+                if not prior:
+                    return self._adaptive_unit(adaptive, position)
+                continue
+            index = rule.choose()
+            if index is not None:
+                return self._adaptive_unit(adaptive, index)
+            if not rule.in_flight:
+                return None
+            await adaptive.more.wait()
+
+    def _prior_reports(self, task_id: str, most: int) -> list[dict[str, Any]]:
+        if not self._prior:
+            return []
+        pairs = ((task_id, r) for r in range(most))
+        return [self._prior[pair] for pair in pairs if pair in self._prior]
+
+    def _adaptive_unit(self, adaptive: _AdaptiveRun, index: int) -> Unit:
+        """A new repetition of task `index`, at its next repeat index not done yet."""
+        task = adaptive.tasks[index]
+        repeat_idx = adaptive.next_idx[index]
+        while (task.id, repeat_idx) in self._done:
+            repeat_idx += 1
+        adaptive.next_idx[index] = repeat_idx + 1
+        adaptive.allocator.start(index)
+        return Unit(task, adaptive.data[index], repeat_idx, time.monotonic())
+
+    def _adaptive_recorded(
+        self, adaptive: _AdaptiveRun, unit: Unit, report: dict[str, Any]
+    ) -> None:
+        """A repetition's outcome for the rule (its score; none for an error), and a wake-up
+        for the workers waiting on it."""
+        index = adaptive.index[unit.task.id]
+        scored = report["status"] in ("success", "evaluation_failed")
+        adaptive.allocator.finish(index, eval_score(report.get("eval")) if scored else None)
+        if unit.task.id in adaptive.reports:
+            adaptive.reports[unit.task.id].append(report)
+        adaptive.more.set()
+        adaptive.more = anyio.Event()
+
+    async def _adaptive_tasks_end(self) -> None:
+        """`on_task_end` for each task once the rule is over (it cannot be known before)."""
+        assert self.adaptive is not None
+        adaptive = self.adaptive
+        for task in adaptive.tasks:
+            if task.id in adaptive.reports:
+                reports = adaptive.reports.pop(task.id)
+                await self.callbacks.fire("on_task_end", self.bench, task, reports)
+
+    def _adaptive_fields(self, interrupted: bool) -> dict[str, Any]:
+        """run_finished's `adaptive`: why the rule stopped, its half-width, its repetitions."""
+        if self.adaptive is None:
+            return {}
+        stopped: str | None = None
+        if interrupted:
+            stopped = "interrupted"
+        elif self._queue_error is not None or self._stopped:
+            stopped = "queue_stopped"
+        self.adaptive.outcome = self.adaptive.allocator.outcome(stopped)
+        return {"adaptive": self.adaptive.outcome}
+
+
+class _AdaptiveRun:
+    """A run's adaptive-repeats state: the rule, and per task (by index) the Task, its agent
+    data and its next repeat index."""
+
+    def __init__(self, rule: AdaptiveRepeats) -> None:
+        self.rule = rule
+        self.most = rule.max_repeats
+        self.allocator = RepeatAllocator(rule)
+        self.queue_done = False
+        self.tasks: list[Task] = []
+        self.data: list[Mapping[str, Any]] = []
+        self.next_idx: list[int] = []
+        self.index: dict[str, int] = {}
+        self.reports: dict[str, list[dict[str, Any]]] = {}  # only with callbacks (on_task_end)
+        self.more = anyio.Event()
+        self.outcome: dict[str, Any] | None = None
 
 
 def new_run_id() -> str:
