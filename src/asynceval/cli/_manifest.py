@@ -3,7 +3,8 @@
 Written before the first repetition (atomically: a temporary file renamed over it) and again at
 the start of each resumed segment, it records the run's ids, its target, what decides what it
 computes (`computes`: the target, the tasks' source with its content hash and column mapping,
-the repeats, the model and base URL) and what decides how it runs (`how`: limits, timeout, the
+the repeats (with --repeats auto, its --ci-width and --max-repeats: a resume continues the same
+rule), the model and base URL) and what decides how it runs (`how`: limits, timeout, the
 Dask backend, cache, journal, errors allowed, the pass-rate floor), the settings without secrets
 and the versions. A resume takes every option from here; an option given again that decides
 what the run computes must have the same value, one that decides how it runs may change (the
@@ -39,6 +40,8 @@ COMPUTES = {
     "--id-field": "id_field",
     "--field": "field",
     "--repeats": "repeats",
+    "--ci-width": "ci_width",
+    "--max-repeats": "max_repeats",
     "--model": "model",
     "--base-url": "base_url",
 }
@@ -166,7 +169,7 @@ def new(
     args: argparse.Namespace,
     benchmark: str,
     tasks: Mapping[str, Any],
-    repeats: int,
+    repeats: int | str,
     settings: Mapping[str, Any],
 ) -> dict[str, Any]:
     """The manifest of a new run (its first segment included)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import math
 import os
 import shlex
 import signal
@@ -28,7 +29,7 @@ import anyio
 from .. import _event_output, events
 from .._writer import AppendOnlyFile
 from ..config import Settings
-from ..engine import Benchmark, Task, run_lock
+from ..engine import AdaptiveRepeats, Benchmark, Task, run_lock
 from ..engine.backend import Backend
 from ..engine.datasets import TaskStream, open_tasks, parse_field_options, tasks_source_info
 from ..engine.results import read_header
@@ -59,6 +60,7 @@ from ._report import (
 from ._target import load_benchmark
 
 _E = TypeVar("_E", bound=BaseException)
+_DEFAULT_MAX_REPEATS = 20
 
 # option -> the setting it overrides
 OVERRIDES = {
@@ -122,10 +124,22 @@ def _add_task_options(run: argparse.ArgumentParser) -> None:
     )
     run.add_argument(
         "--repeats",
-        type=int,
-        metavar="N",
+        metavar="N|auto",
         help="repetitions per task, at least 1 (default: the benchmark's n_task_repeats, 1 "
-        "unless it sets one)",
+        "unless it sets one); auto: one per task, then more where results vary, until the "
+        "pass rate's 95%% half-width over the task set is <= --ci-width or every task has "
+        "--max-repeats",
+    )
+    run.add_argument(
+        "--ci-width",
+        metavar="W",
+        help="with --repeats auto: the half-width to reach, in (0, 0.5] (required)",
+    )
+    run.add_argument(
+        "--max-repeats",
+        metavar="N",
+        help=f"with --repeats auto: at most N repetitions per task, N >= 2 (default: "
+        f"{_DEFAULT_MAX_REPEATS})",
     )
 
 
@@ -215,9 +229,9 @@ def _add_store_options(run: argparse.ArgumentParser) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    if args.repeats is not None and args.repeats < 1:
-        raise CLIError(f"--repeats must be >= 1, got {args.repeats}")
+    _parse_repeats(args)
     manifest = _resuming(args)
+    rule = _adaptive_rule(args)
     options = {
         setting: getattr(args, option)
         for option, setting in OVERRIDES.items()
@@ -240,7 +254,7 @@ def run_command(args: argparse.Namespace) -> int:
             runtime = _install_runtime(_settings({**bench.settings.model_dump(), **options}))
         bench.runtime = runtime
     runtime = bench.runtime
-    if args.repeats is not None:
+    if isinstance(args.repeats, int):
         bench.n_task_repeats = args.repeats
     if args.max_concurrent_tasks is not None:  # the option beats the benchmark's own too
         bench.max_concurrent_tasks = args.max_concurrent_tasks
@@ -261,7 +275,7 @@ def run_command(args: argparse.Namespace) -> int:
         events_file = _events_file(out, runtime.settings)
         if lock is not None and lock.taken_over is not None:
             _say_taken_over(out, lock.taken_over)
-        return _run_and_summarise(args, bench, tasks, out, run_id, events_file, backend)
+        return _run_and_summarise(args, bench, tasks, out, run_id, events_file, backend, rule)
     raise AssertionError("unreachable")  # pragma: no cover - the block returns or raises
 
 
@@ -273,17 +287,19 @@ def _run_and_summarise(
     run_id: str,
     events_file: AppendOnlyFile,
     backend: Backend | None,
+    rule: AdaptiveRepeats | None,
 ) -> int:
     assert bench.runtime is not None
-    total = _total(tasks, bench)
+    total = _total(tasks, bench) if rule is None else None  # adaptive: not known ahead
     results = out / "results.jsonl"
-    done = already_done(results, tasks, bench.n_task_repeats) if args.resume is not None else 0
+    most = bench.n_task_repeats if rule is None else rule.max_repeats
+    done = already_done(results, tasks, most) if args.resume is not None else 0
     mode: Mode = "quiet" if args.quiet else ("live" if sys.stdout.isatty() else "plain")
     progress = Progress(
         bench.controller or bench.runtime.limiter, total, mode, sys.stdout, already_done=done
     )
     started = time.monotonic()
-    if interrupted := _run(args, bench, tasks, out, run_id, progress, events_file, backend):
+    if interrupted := _run(args, bench, tasks, out, run_id, progress, events_file, backend, rule):
         return interrupted
     try:
         if progress.stream_error is not None:
@@ -291,6 +307,8 @@ def _run_and_summarise(
         summary = load_summary(out / "results.jsonl", time.monotonic() - started)
         if not args.quiet:
             print_summary(summary, sys.stdout)
+            if bench.adaptive_outcome is not None:
+                print(adaptive_line(bench.adaptive_outcome))
             print(f"results: {out / 'results.jsonl'}\nevents:  {out / 'events.jsonl'}")
         else:
             print(f"results: {out}")
@@ -303,6 +321,67 @@ def _run_and_summarise(
     _say_not_kept(progress.store_failures, bench.runtime, out)
     _say_abandoned(progress.threads_still_running)
     return status or errors
+
+
+def _parse_repeats(args: argparse.Namespace) -> None:
+    """--repeats N or auto, --ci-width W, --max-repeats N as values (one line for a bad one);
+    which go together is checked once a resume has filled them in (`_adaptive_rule`)."""
+    if args.repeats is not None and args.repeats != "auto":
+        try:
+            args.repeats = int(args.repeats)
+        except ValueError:
+            raise CLIError(
+                f"--repeats must be a whole number >= 1 or auto, got {args.repeats}"
+            ) from None
+        if args.repeats < 1:
+            raise CLIError(f"--repeats must be >= 1, got {args.repeats}")
+    if args.ci_width is not None:
+        width = args.ci_width
+        try:
+            args.ci_width = float(width)
+        except ValueError:
+            args.ci_width = math.nan
+        if not 0.0 < args.ci_width <= 0.5:  # NaN fails it too
+            raise CLIError(f"--ci-width must be a number in (0, 0.5], got {width}")
+    if args.max_repeats is not None:
+        text = args.max_repeats
+        try:
+            args.max_repeats = int(text)
+        except ValueError:
+            args.max_repeats = 0
+        if args.max_repeats < 2:
+            raise CLIError(f"--max-repeats must be a whole number >= 2, got {text}")
+
+
+def _adaptive_rule(args: argparse.Namespace) -> AdaptiveRepeats | None:
+    """The adaptive rule of --repeats auto (its --max-repeats default filled in, for the
+    manifest), or None; --ci-width or --max-repeats without it is one line."""
+    if args.repeats != "auto":
+        if args.ci_width is not None or args.max_repeats is not None:
+            given = "--ci-width" if args.ci_width is not None else "--max-repeats"
+            raise CLIError(f"{given} goes with --repeats auto only")
+        return None
+    if args.ci_width is None:
+        raise CLIError("--repeats auto needs --ci-width W (the half-width to reach, e.g. 0.05)")
+    if args.max_repeats is None:
+        args.max_repeats = _DEFAULT_MAX_REPEATS
+    return AdaptiveRepeats(ci_width=args.ci_width, max_repeats=args.max_repeats)
+
+
+def adaptive_line(outcome: Mapping[str, Any]) -> str:
+    """The summary's line on adaptive repeats: why they stopped, at what half-width."""
+    width = outcome.get("half_width")
+    shown = "unknown" if width is None else f"{width:.4f}"
+    reason = {
+        "ci_width_reached": f"half-width {shown} <= {outcome.get('ci_width')}",
+        "max_repeats": f"every task has {outcome.get('max_repeats')} repeats; half-width "
+        f"{shown} > {outcome.get('ci_width')}",
+        "queue_stopped": f"the queue stopped the run; half-width {shown}",
+    }.get(str(outcome.get("stopped")), f"{outcome.get('stopped')}; half-width {shown}")
+    return (
+        f"adaptive repeats: stopped ({outcome.get('stopped')}): {reason}; "
+        f"{outcome.get('repetitions')} repetitions over {outcome.get('tasks')} tasks"
+    )
 
 
 def _resuming(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -352,7 +431,7 @@ def _new_manifest(
         args=args,
         benchmark=type(bench).__qualname__,
         tasks=_tasks_record(tasks),
-        repeats=bench.n_task_repeats,
+        repeats="auto" if args.repeats == "auto" else bench.n_task_repeats,
         settings=settings.public(),
     )
 
@@ -439,13 +518,14 @@ def _run(
     progress: Progress,
     events_file: AppendOnlyFile,
     backend: Backend | None,
+    rule: AdaptiveRepeats | None = None,
 ) -> int:
     """Run the benchmark: 0 when it ran to the end, 130 when Ctrl-C stopped it, 143 or 129 when
     SIGTERM or SIGHUP did. A results or events file the disk refused (the run stops at once) is
     a CLIError: one line, exit 2."""
     hint = f"finish the rest with: asynceval run --resume {shlex.quote(str(out))}"
     options = _RunOptions(
-        resume=args.resume is not None, run_id=run_id, journal=not args.no_journal
+        resume=args.resume is not None, run_id=run_id, journal=not args.no_journal, repeats=rule
     )
     try:
         stopped = anyio.run(_execute, bench, tasks, out, options, progress, events_file, backend)
@@ -617,6 +697,7 @@ class _RunOptions:
     resume: bool
     run_id: str
     journal: bool
+    repeats: AdaptiveRepeats | None = None
 
 
 async def _execute(
@@ -648,6 +729,7 @@ async def _execute(
                         backend=backend,
                         run_id=options.run_id,
                         journal=options.journal,
+                        repeats=options.repeats,
                     )
             finally:  # outside run_scope, or that scope would not be the one catching its cancel
                 tg.cancel_scope.cancel()
