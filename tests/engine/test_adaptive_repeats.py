@@ -75,9 +75,9 @@ def test_the_allocator_gives_a_flipping_task_many_repeats_and_a_constant_one_few
     rule = RepeatAllocator(AdaptiveRepeats(ci_width=0.1, max_repeats=100))
     steady, flipping = rule.add(), rule.add()
     outcomes = {steady: iter([1.0] * 100), flipping: iter([1.0, 0.0] * 50)}
-    for index in (steady, flipping):
-        rule.start(index)
-        rule.finish(index, next(outcomes[index]))
+    for first in (steady, flipping):
+        rule.start(first)
+        rule.finish(first, next(outcomes[first]))
     while (index := rule.choose()) is not None:
         rule.start(index)
         rule.finish(index, next(outcomes[index]))
