@@ -99,8 +99,8 @@ def _points(value: float) -> str:
 
 
 def _span(low: float, high: float) -> str:
-    """'-3.1 to +4.2 pp'."""
-    return f"{low * 100:+.1f} to {high * 100:+.1f} pp"
+    """'-3.1 to +4.2' (percentage points, as the difference before it says)."""
+    return f"{low * 100:+.1f} to {high * 100:+.1f}"
 
 
 def _paired(comparison: Comparison) -> list[tuple[str, str]]:
