@@ -133,7 +133,8 @@ def _add_task_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--ci-width",
         metavar="W",
-        help="with --repeats auto: the half-width to reach, in (0, 0.5] (required)",
+        help="with --repeats auto: the half-width to reach, in (0, 0.5] (no default: required "
+        "with --repeats auto)",
     )
     run.add_argument(
         "--max-repeats",
