@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import logging
-import math
 import os
 import shlex
 import signal
@@ -29,17 +27,15 @@ import anyio
 from .. import _event_output, events
 from .._writer import AppendOnlyFile
 from ..config import Settings
-from ..engine import AdaptiveRepeats, Benchmark, Task, run_lock
+from ..engine import AdaptiveRepeats, Benchmark, run_lock
 from ..engine.backend import Backend
-from ..engine.datasets import TaskStream, open_tasks, parse_field_options, tasks_source_info
 from ..engine.results import read_header
 from ..engine.run_lock import Holder, RunLock
-from ..engine.scheduler import journal_path, new_run_id, task_set_of
-from ..engine.task import as_task, duplicate_message
+from ..engine.scheduler import journal_path, new_run_id
 from ..errors import BackendLost, ConfigError, RunLocked, TaskSpecError
 from ..runtime import Runtime, Store, set_process_default
 from . import _manifest
-from ._errors import CLIError, describe
+from ._errors import CLIError
 from ._files import (
     config_error,
     failure_line,
@@ -57,10 +53,22 @@ from ._report import (
     load_summary,
     print_summary,
 )
+from ._run_options import (
+    adaptive_line,
+    adaptive_rule,
+    add_place_options,
+    add_provider_options,
+    add_store_options,
+    add_task_options,
+    backend_of,
+    cache_dir,
+    parse_repeats,
+    settings_of,
+)
+from ._run_tasks import tasks_of, tasks_record, total_of
 from ._target import load_benchmark
 
 _E = TypeVar("_E", bound=BaseException)
-_DEFAULT_MAX_REPEATS = 20
 
 # option -> the setting it overrides
 OVERRIDES = {
@@ -86,153 +94,18 @@ def add_parser(commands: Any) -> None:
         nargs="?",
         help="path/file.py[:NAME] or module:NAME (with --resume: taken from DIR/run.json)",
     )
-    _add_task_options(run)
-    _add_place_options(run)
-    _add_provider_options(run)
-    _add_store_options(run)
+    add_task_options(run)
+    add_place_options(run)
+    add_provider_options(run)
+    add_store_options(run)
     add_fail_under(run)
     run.set_defaults(handler=run_command)
 
 
-def _add_task_options(run: argparse.ArgumentParser) -> None:
-    """What the run computes: its tasks, their columns, the repeats."""
-    run.add_argument(
-        "--tasks",
-        metavar="SOURCE",
-        help="tasks: FILE.jsonl, .json, .csv or .tsv, a saved Hugging Face dataset DIR[@SPLIT], "
-        "or hf:NAME[:CONFIG][@SPLIT] (needs asynceval[hf]) (default: the benchmark's "
-        "default_tasks())",
-    )
-    run.add_argument(
-        "--query-field",
-        metavar="COLUMN",
-        help="the column holding each query (default: column query)",
-    )
-    run.add_argument(
-        "--id-field",
-        metavar="COLUMN",
-        help="the column holding each task's id (default: column id if any, else one derived "
-        "from the task's content)",
-    )
-    run.add_argument(
-        "--field",
-        action="append",
-        default=[],
-        metavar="FIELD=COLUMN[,COLUMN]",
-        help="put these columns in a task field (evaluation_data, environment_data, user_data, "
-        "metadata); repeatable; other columns go to metadata",
-    )
-    run.add_argument(
-        "--repeats",
-        metavar="N|auto",
-        help="repetitions per task, at least 1 (default: the benchmark's n_task_repeats, 1 "
-        "unless it sets one); auto: one per task, then more where results vary, until the "
-        "pass rate's 95%% half-width over the task set is <= --ci-width or every task has "
-        "--max-repeats",
-    )
-    run.add_argument(
-        "--ci-width",
-        metavar="W",
-        help="with --repeats auto: the half-width to reach, in (0, 0.5] (no default: required "
-        "with --repeats auto)",
-    )
-    run.add_argument(
-        "--max-repeats",
-        metavar="N",
-        help=f"with --repeats auto: at most N repetitions per task, N >= 2 (default: "
-        f"{_DEFAULT_MAX_REPEATS})",
-    )
-
-
-def _add_place_options(run: argparse.ArgumentParser) -> None:
-    """Where the run is written: a new directory, or the one of a run to finish."""
-    where = run.add_mutually_exclusive_group()
-    where.add_argument(
-        "--out", metavar="DIR", help="the run directory to write (default: results/NAME-RUN_ID)"
-    )
-    where.add_argument(
-        "--resume",
-        metavar="DIR",
-        help="finish the run in DIR: only what is missing runs, with its target and options from "
-        "DIR/run.json (default: a new run)",
-    )
-
-
-def _add_provider_options(run: argparse.ArgumentParser) -> None:
-    """How the run calls the provider: limits, timeout, provider, model, cluster."""
-    run.add_argument(
-        "--max-concurrent-llm-calls",
-        type=int,
-        metavar="N",
-        help="LLM call attempts in flight at once, 1-50 (default: MAX_CONCURRENT_LLM_CALLS, 5)",
-    )
-    run.add_argument(
-        "--max-concurrent-tasks",
-        type=int,
-        metavar="N",
-        help="repetitions alive at once (default: the benchmark's max_concurrent_tasks, else "
-        "MAX_CONCURRENT_TASKS, 32)",
-    )
-    run.add_argument(
-        "--llm-call-timeout",
-        type=float,
-        metavar="SECONDS",
-        help="seconds, > 0, per LLM call attempt (default: LLM_CALL_TIMEOUT, 120)",
-    )
-    run.add_argument(
-        "--base-url",
-        metavar="URL",
-        help="provider base URL ending in /v1, no query string, e.g. http://host/v1 (default: "
-        "LLM_BASE_URL, else the embedded simulated provider)",
-    )
-    run.add_argument(
-        "--model", metavar="NAME", help="model name sent with each request (default: LLM_MODEL)"
-    )
-    run.add_argument(
-        "--dask",
-        metavar="ADDRESS|local[:N]",
-        help="run the repetitions on a Dask cluster: a scheduler address (tcp://host:8786), or "
-        "local[:N], a local cluster of N worker processes (N defaults to the core count); needs "
-        "asynceval[dask] (default: no Dask, the repetitions run in this process)",
-    )
-
-
-def _add_store_options(run: argparse.ArgumentParser) -> None:
-    """What the run keeps and says: cache, journal, errors, display."""
-    cache = run.add_mutually_exclusive_group()
-    cache.add_argument(
-        "--cache",
-        metavar="DIR",
-        help="answer identical LLM calls from DIR and keep new answers there (default: "
-        "LLM_CACHE_DIR, else none)",
-    )
-    cache.add_argument(
-        "--no-cache",
-        action="store_true",
-        help="no model-call cache, whatever LLM_CACHE_DIR says (default: LLM_CACHE_DIR decides)",
-    )
-    run.add_argument(
-        "--no-journal",
-        action="store_true",
-        help="keep no call journal in DIR (default: kept, so that a resumed repetition replays "
-        "the calls it had finished instead of paying for them again)",
-    )
-    run.add_argument(
-        "--allow-errors",
-        action="store_true",
-        help="exit 0 even when repetitions ended in an error (default: exit 1, errors on stderr)",
-    )
-    run.add_argument(
-        "--quiet",
-        action="store_true",
-        help="no progress display and no summary: only where the results are (default: both)",
-    )
-
-
 def run_command(args: argparse.Namespace) -> int:
-    _parse_repeats(args)
+    parse_repeats(args)
     manifest = _resuming(args)
-    rule = _adaptive_rule(args)
+    rule = adaptive_rule(args)
     options = {
         setting: getattr(args, option)
         for option, setting in OVERRIDES.items()
@@ -243,16 +116,16 @@ def run_command(args: argparse.Namespace) -> int:
         options["llm_model"] = resolved.get("model")
         options["llm_base_url"] = resolved.get("base_url")
     if args.cache is not None:
-        options["llm_cache_dir"] = _cache_dir(args.cache)
+        options["llm_cache_dir"] = cache_dir(args.cache)
     elif args.no_cache:
         options["llm_cache_dir"] = None
-    backend = _backend(args.dask)
-    runtime = _install_runtime(_settings(options))
+    backend = backend_of(args.dask)
+    runtime = _install_runtime(settings_of(options))
     bench = load_benchmark(args.target)
-    tasks = _tasks(args, bench)
+    tasks = tasks_of(args, bench)
     if bench.runtime is None:
         if bench.settings is not None:  # the target chose settings: the options still win
-            runtime = _install_runtime(_settings({**bench.settings.model_dump(), **options}))
+            runtime = _install_runtime(settings_of({**bench.settings.model_dump(), **options}))
         bench.runtime = runtime
     runtime = bench.runtime
     if isinstance(args.repeats, int):
@@ -269,7 +142,7 @@ def run_command(args: argparse.Namespace) -> int:
                 _check_results_file(out / "results.jsonl")
             manifest = _new_manifest(args, out, run_id, bench, tasks, runtime.settings)
         else:
-            _manifest.check_tasks(out, manifest["computes"]["tasks"], _tasks_record(tasks))
+            _manifest.check_tasks(out, manifest["computes"]["tasks"], tasks_record(tasks))
         _check_journal(out, args, backend)  # before the manifest: a refusal leaves no run
         _manifest.add_segment(manifest, run_id=run_id, args=args, resumed=args.resume is not None)
         _write_manifest(out, manifest)
@@ -291,7 +164,7 @@ def _run_and_summarise(
     rule: AdaptiveRepeats | None,
 ) -> int:
     assert bench.runtime is not None
-    total = _total(tasks, bench) if rule is None else None  # adaptive: not known ahead
+    total = total_of(tasks, bench) if rule is None else None  # adaptive: not known ahead
     results = out / "results.jsonl"
     most = bench.n_task_repeats if rule is None else rule.max_repeats
     done = already_done(results, tasks, most) if args.resume is not None else 0
@@ -322,67 +195,6 @@ def _run_and_summarise(
     _say_not_kept(progress.store_failures, bench.runtime, out)
     _say_abandoned(progress.threads_still_running)
     return status or errors
-
-
-def _parse_repeats(args: argparse.Namespace) -> None:
-    """--repeats N or auto, --ci-width W, --max-repeats N as values (one line for a bad one);
-    which go together is checked once a resume has filled them in (`_adaptive_rule`)."""
-    if args.repeats is not None and args.repeats != "auto":
-        try:
-            args.repeats = int(args.repeats)
-        except ValueError:
-            raise CLIError(
-                f"--repeats must be a whole number >= 1 or auto, got {args.repeats}"
-            ) from None
-        if args.repeats < 1:
-            raise CLIError(f"--repeats must be >= 1, got {args.repeats}")
-    if args.ci_width is not None:
-        width = args.ci_width
-        try:
-            args.ci_width = float(width)
-        except ValueError:
-            args.ci_width = math.nan
-        if not 0.0 < args.ci_width <= 0.5:  # NaN fails it too
-            raise CLIError(f"--ci-width must be a number in (0, 0.5], got {width}")
-    if args.max_repeats is not None:
-        text = args.max_repeats
-        try:
-            args.max_repeats = int(text)
-        except ValueError:
-            args.max_repeats = 0
-        if args.max_repeats < 2:
-            raise CLIError(f"--max-repeats must be a whole number >= 2, got {text}")
-
-
-def _adaptive_rule(args: argparse.Namespace) -> AdaptiveRepeats | None:
-    """The adaptive rule of --repeats auto (its --max-repeats default filled in, for the
-    manifest), or None; --ci-width or --max-repeats without it is one line."""
-    if args.repeats != "auto":
-        if args.ci_width is not None or args.max_repeats is not None:
-            given = "--ci-width" if args.ci_width is not None else "--max-repeats"
-            raise CLIError(f"{given} goes with --repeats auto only")
-        return None
-    if args.ci_width is None:
-        raise CLIError("--repeats auto needs --ci-width W (the half-width to reach, e.g. 0.05)")
-    if args.max_repeats is None:
-        args.max_repeats = _DEFAULT_MAX_REPEATS
-    return AdaptiveRepeats(ci_width=args.ci_width, max_repeats=args.max_repeats)
-
-
-def adaptive_line(outcome: Mapping[str, Any]) -> str:
-    """The summary's line on adaptive repeats: why they stopped, at what half-width."""
-    width = outcome.get("half_width")
-    shown = "unknown" if width is None else f"{width:.4f}"
-    reason = {
-        "ci_width_reached": f"half-width {shown} <= {outcome.get('ci_width')}",
-        "max_repeats": f"every task has {outcome.get('max_repeats')} repeats; half-width "
-        f"{shown} > {outcome.get('ci_width')}",
-        "queue_stopped": f"the queue stopped the run; half-width {shown}",
-    }.get(str(outcome.get("stopped")), f"{outcome.get('stopped')}; half-width {shown}")
-    return (
-        f"adaptive repeats: stopped ({outcome.get('stopped')}): {reason}; "
-        f"{outcome.get('repetitions')} repetitions over {outcome.get('tasks')} tasks"
-    )
 
 
 def _resuming(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -431,7 +243,7 @@ def _new_manifest(
         run_id=run_id,
         args=args,
         benchmark=type(bench).__qualname__,
-        tasks=_tasks_record(tasks),
+        tasks=tasks_record(tasks),
         repeats="auto" if args.repeats == "auto" else bench.n_task_repeats,
         settings=settings.public(),
     )
@@ -444,17 +256,6 @@ def _check_results_file(path: Path) -> None:
         raise CLIError(str(exc)) from None
     except OSError as exc:
         raise CLIError(f"cannot read {path}: {exc.strerror or exc}") from None
-
-
-def _tasks_record(tasks: Iterable[Any]) -> dict[str, Any]:
-    """What the manifest records of the run's tasks: a file's source, hash and mapping; the
-    benchmark's own tasks by their count and ids."""
-    if isinstance(tasks, TaskStream):
-        try:
-            return tasks_source_info(tasks)
-        except OSError as exc:
-            raise CLIError(f"--tasks {tasks.source}: {exc.strerror or exc}") from None
-    return {"kind": "default", **(task_set_of(tasks) or {})}
 
 
 def _lock(holding: contextlib.ExitStack, out: Path) -> RunLock | None:
@@ -598,59 +399,6 @@ def _failure_line(error: OSError, stopped: bool, out: Path) -> str:
     return f"{head}; once there is room, finish it with: asynceval run --resume {shlex.quote(str(out))}"
 
 
-def _backend(spec: str | None) -> Backend | None:
-    """`--dask ADDRESS`, `--dask local` or `--dask local:N`; distributed is imported only here."""
-    if spec is None:
-        return None
-    try:
-        from ..distributed import DaskBackend
-    except ImportError as exc:
-        raise CLIError(
-            f"--dask needs Dask distributed ({exc}); install it with: pip install 'asynceval[dask]'"
-        ) from None
-    # Its client logs a lost scheduler as tracebacks; the run says it in one line instead.
-    logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
-    if spec == "local" or spec.startswith("local:"):
-        count = spec.removeprefix("local").removeprefix(":")
-        if not count:
-            return DaskBackend()
-        if not count.isdigit() or int(count) < 1:
-            raise CLIError(f"--dask local:N needs a number of workers >= 1, got {spec!r}")
-        return DaskBackend(n_workers=int(count))
-    if not spec.strip():
-        raise CLIError("--dask needs a scheduler address (tcp://host:8786) or local[:N]")
-    backend = DaskBackend(spec)
-    try:
-        backend.check()  # an address Dask cannot use: one line, before anything is written
-    except ConfigError as exc:
-        raise CLIError(str(exc)) from None
-    return backend
-
-
-def _settings(values: Mapping[str, Any]) -> Settings:
-    """The run's settings: `values` over the environment and `.env`, with no log file of the
-    environment's (the run's events go to DIR/events.jsonl)."""
-    try:
-        return Settings(**{**values, "log_file": None})
-    except ConfigError as exc:
-        raise CLIError(str(exc)) from None
-
-
-def _cache_dir(text: str) -> str:
-    """--cache DIR as an absolute path, made if missing; a path that is a file or cannot be made
-    is a mistake, and so is an empty one."""
-    if not text.strip():
-        raise CLIError("--cache needs a folder (--no-cache for none)")
-    path = Path(text).expanduser().resolve()
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise CLIError(
-            f"--cache {text}: cannot be used as a cache folder ({exc.strerror})"
-        ) from None
-    return str(path)
-
-
 def _install_runtime(settings: Settings) -> Runtime:
     """A Runtime over `settings`, made the process default (for what the target builds)."""
     runtime = Runtime(settings)
@@ -778,68 +526,3 @@ def _holds_something(path: Path) -> bool:
         return path.stat().st_size > 0
     except OSError:
         return False
-
-
-def _tasks(args: argparse.Namespace, bench: Benchmark) -> Iterable[Task | Mapping[str, Any]]:
-    """The run's tasks: a stream of --tasks SOURCE (its first rows checked now), else the
-    benchmark's own, every one checked now (a repeated id or a task with no query is one line,
-    before anything is written)."""
-    if args.tasks is None and (args.query_field or args.id_field or args.field):
-        raise CLIError("--query-field, --id-field and --field map the columns of --tasks SOURCE")
-    if args.tasks is not None:
-        try:
-            mapping = parse_field_options(args.query_field, args.id_field, args.field)
-            return open_tasks(args.tasks, **mapping)
-        except FileNotFoundError:
-            raise CLIError(f"--tasks {args.tasks}: no such file") from None
-        except TaskSpecError as exc:
-            raise CLIError(str(exc)) from None
-        except OSError as exc:
-            raise CLIError(f"--tasks {args.tasks}: {exc.strerror or exc}") from None
-    try:
-        tasks = bench.default_tasks()
-    except Exception as exc:  # the target's own code: one line, like an error at import
-        raise CLIError(f"{args.target}: default_tasks() failed: {describe(exc)}") from None
-    if tasks is None:
-        raise CLIError(
-            f"{args.target}: the benchmark has no tasks of its own; pass --tasks SOURCE "
-            "(or define default_tasks() on it)"
-        )
-    if isinstance(tasks, str | bytes | Mapping) or not isinstance(tasks, Iterable):
-        raise CLIError(
-            f"{args.target}: default_tasks() returned {type(tasks).__name__}, not a list of "
-            "tasks (Task objects or dicts of Task fields)"
-        )
-    try:
-        built = _checked(tasks)
-    except TaskSpecError as exc:
-        raise CLIError(f"{args.target}: default_tasks(): {exc}") from None
-    except Exception as exc:  # a generator of the target's raising as it is read
-        raise CLIError(f"{args.target}: default_tasks() failed: {describe(exc)}") from None
-    if not built:
-        raise CLIError(f"{args.target}: default_tasks() returned no task; pass --tasks SOURCE")
-    return built
-
-
-def _checked(tasks: Iterable[Any]) -> list[Task]:
-    """Every task built and its id checked (a repeated id names both places)."""
-    built: list[Task] = []
-    seen: dict[str, int] = {}
-    for index, item in enumerate(tasks):
-        try:
-            task = as_task(item)
-        except TaskSpecError as exc:
-            raise TaskSpecError(f"task {index}: {exc}") from None
-        if task.id in seen:
-            raise TaskSpecError(duplicate_message(task.id, f"tasks {seen[task.id]} and {index}"))
-        seen[task.id] = index
-        built.append(task)
-    return built
-
-
-def _total(tasks: Iterable[Any], bench: Benchmark) -> int | None:
-    """The pairs (task, repeat) of the run's tasks, for the progress display; None if unknown."""
-    if isinstance(tasks, TaskStream):
-        count = tasks.count()
-        return None if count is None else count * bench.n_task_repeats
-    return len(tasks) * bench.n_task_repeats if hasattr(tasks, "__len__") else None  # type: ignore[arg-type]
