@@ -36,6 +36,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+import anyio
+
 from .._scoped import Scoped
 from ..runtime import CachedAnswer, Store, submit
 
@@ -104,7 +106,9 @@ class CallJournal:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.aclose()
+        # Shielded: a run cancelled (Ctrl-C, SIGTERM) still commits what its calls were answered.
+        with anyio.CancelScope(shield=True):
+            await self.aclose()
 
     @property
     def replayable(self) -> int:
