@@ -26,6 +26,8 @@ from .errors import ConfigError
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 LogFormat = Literal["json", "console"]
 HttpTransport = Literal["aiohttp", "httpx"]
+Hedge = Literal["off", "p95"] | float
+"""LLM_HEDGE: `off`, `p95` (the endpoint's learned p95 latency) or a delay in seconds (> 0)."""
 
 MAX_LLM_CALLS_BOUND = 50
 
@@ -72,6 +74,16 @@ class Settings(BaseSettings):
     llm_tokens_per_minute: int | None = None
     """At least 1: no 60 s window sends more tokens (prompt + max_tokens charged when sent,
     corrected to the usage reported); unset = no limit."""
+    llm_stream_idle_timeout: float = 60.0
+    """Seconds, > 0: a streamed answer that brings no chunk for that long is abandoned (its slot
+    released) and sent again while nothing of it was delivered; after that, the caller gets a
+    timeout error."""
+    llm_hedge: Hedge = "off"
+    """`off`, `p95` or seconds (> 0): a non-streaming call still out past its endpoint's learned
+    p95 latency (or the given delay) is sent once more when a slot is free; the first answer
+    wins, the other is cancelled."""
+    llm_hedge_budget: float = 0.05
+    """From 0 to 1: the most hedges per run, as a share of its requests (0.05: 5% extra)."""
     llm_base_url: str | None = None
     """An http(s) URL ending in `/v1`, with no credentials, query string or fragment in it
     (`https://api.openai.com/v1`); unset = the embedded simulated provider."""
@@ -150,6 +162,7 @@ class Settings(BaseSettings):
         "retry_initial_delay",
         "retry_max_delay",
         "llm_call_timeout",
+        "llm_stream_idle_timeout",
         "task_timeout",
         "loop_block_warn_s",
     )
@@ -157,6 +170,31 @@ class Settings(BaseSettings):
     def _positive(cls, value: float | None, info: Any) -> float | None:
         if value is not None and not value > 0:
             raise ValueError(f"{info.field_name.upper()} must be > 0, got {value}")
+        return value
+
+    @field_validator("llm_hedge", mode="before")
+    @classmethod
+    def _hedge(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = value.strip().lower()
+            if value not in ("off", "p95"):
+                try:
+                    value = float(value)
+                except ValueError:
+                    raise ValueError(
+                        f"LLM_HEDGE must be off, p95 or a delay in seconds, got {value!r}"
+                    ) from None
+        if isinstance(value, bool) or (
+            isinstance(value, int | float) and not (value > 0 and value != float("inf"))
+        ):
+            raise ValueError(f"LLM_HEDGE must be off, p95 or a delay in seconds > 0, got {value}")
+        return value
+
+    @field_validator("llm_hedge_budget")
+    @classmethod
+    def _share(cls, value: float) -> float:
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"LLM_HEDGE_BUDGET must be from 0 to 1, got {value}")
         return value
 
     @field_validator("log_level", mode="before")
@@ -223,6 +261,9 @@ class Settings(BaseSettings):
             "llm_call_timeout": self.llm_call_timeout,
             "llm_requests_per_minute": self.llm_requests_per_minute,
             "llm_tokens_per_minute": self.llm_tokens_per_minute,
+            "llm_stream_idle_timeout": self.llm_stream_idle_timeout,
+            "llm_hedge": self.llm_hedge,
+            "llm_hedge_budget": self.llm_hedge_budget,
         }
 
     def public(self) -> dict[str, Any]:

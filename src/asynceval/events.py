@@ -82,6 +82,13 @@ JOURNAL_HIT = "journal_hit"
 LOOP_BLOCKED = "loop_blocked"
 TASKS_LEFT_RUNNING = "tasks_left_running"
 RUN_LOCK_TAKEN_OVER = "run_lock_taken_over"
+RATE_LEARNED = "rate_learned"
+ENDPOINT_PAUSED = "endpoint_paused"
+STREAM_STALLED = "stream_stalled"
+HEDGE_SENT = "hedge_sent"
+HEDGE_WON = "hedge_won"
+SDK_RETRIES_STACKED = "sdk_retries_stacked"
+FUNNEL_BYPASSED = "funnel_bypassed"
 
 
 # The three events of every call are one dict literal each: they are written per call.
@@ -186,6 +193,77 @@ def limit_changed(
     exceeds and which never changes."""
     fields = {"endpoint": endpoint, "limit": limit, "previous": previous, "cap": cap}
     _write("info", LIMIT_CHANGED, {**fields, "in_flight": in_flight, "reason": reason})
+
+
+def rate_learned(
+    *,
+    endpoint: str,
+    requests_per_minute: int | None,
+    tokens_per_minute: int | None,
+    remaining_requests: int | None,
+    remaining_tokens: int | None,
+    dialect: str,
+) -> None:
+    """An endpoint's rate-limit headers (`dialect`: "openai" or "anthropic") announced limits
+    that the endpoint's windows now keep (LLM_REQUESTS_PER_MINUTE / LLM_TOKENS_PER_MINUTE unset):
+    written when a limit is first learned or changes, not per answer."""
+    fields = {"endpoint": endpoint, "dialect": dialect}
+    limits = {"requests_per_minute": requests_per_minute, "tokens_per_minute": tokens_per_minute}
+    left = {"remaining_requests": remaining_requests, "remaining_tokens": remaining_tokens}
+    _write("info", RATE_LEARNED, {**fields, **limits, **left})
+
+
+def endpoint_paused(*, endpoint: str, seconds: float, reason: str) -> None:
+    """No slot goes to `endpoint` for `seconds`: a rate refusal (`reason` "rate": a 429 whose
+    headers show the budget empty, or the only call in flight; "announced": the headers of an
+    answer say the budget is spent until its reset)."""
+    fields = {"endpoint": endpoint, "seconds": round(seconds, 6), "reason": reason}
+    _write("info", ENDPOINT_PAUSED, fields)
+
+
+def stream_stalled(
+    *, agent: str | None, dimension: str | None, call_id: str, idle_s: float, delivered: bool
+) -> None:
+    """A streamed answer brought no chunk for LLM_STREAM_IDLE_TIMEOUT (`idle_s`): it is abandoned
+    and its slot released; sent again when nothing of it was `delivered` to the caller, else the
+    caller gets a timeout error."""
+    fields = {"agent": agent, "dimension": dimension, "call_id": call_id}
+    _write("warning", STREAM_STALLED, {**fields, "idle_s": idle_s, "delivered": delivered})
+
+
+def hedge_sent(
+    *, agent: str | None, dimension: str | None, call_id: str, hedge_call_id: str, after_s: float
+) -> None:
+    """Call `call_id` was still out after `after_s` (its endpoint's p95, or LLM_HEDGE): the same
+    request went again as `hedge_call_id` (its slot events carry that id)."""
+    fields = {"agent": agent, "dimension": dimension, "call_id": call_id}
+    _write("info", HEDGE_SENT, {**fields, "hedge_call_id": hedge_call_id, "after_s": after_s})
+
+
+def hedge_won(
+    *, agent: str | None, dimension: str | None, call_id: str, winner: str, saved_s: float | None
+) -> None:
+    """A hedged call's first answer came from `winner` ("hedge" or "first"); the other request
+    was cancelled. `saved_s`: how much sooner the hedge answered than the first could have
+    (null when the first won, or the first never answered)."""
+    fields = {"agent": agent, "dimension": dimension, "call_id": call_id, "winner": winner}
+    _write("info", HEDGE_WON, {**fields, "saved_s": saved_s})
+
+
+def sdk_retries_stacked(*, sdk: str, max_retries: int | None, requests: int) -> None:
+    """An SDK client's own retries (`max_retries`, when known) stack on asynceval's: each of its
+    attempts is a whole call through the funnel (with RETRY_MAX_ATTEMPTS of its own). Written once
+    per run; `requests` counts the SDK's retried requests seen so far. Give the SDK
+    `max_retries=0` (`asynceval.interop.openai_client()` does)."""
+    fields = {"sdk": sdk, "max_retries": max_retries, "requests": requests}
+    _write("warning", SDK_RETRIES_STACKED, fields)
+
+
+def funnel_bypassed(*, clients: list[str], count: int) -> None:
+    """SDK clients alive in the run (`clients`, `count` of them) send around the funnel (their
+    HTTP transport is not asynceval's): their calls meet no limit, retry, event or usage, and
+    `logs check` can vouch only for the calls that went through the funnel."""
+    _write("warning", FUNNEL_BYPASSED, {"clients": clients, "count": count})
 
 
 def retry(

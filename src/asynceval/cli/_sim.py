@@ -50,11 +50,45 @@ def _add_options(serve_cmd: argparse.ArgumentParser) -> None:
     serve_cmd.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
     serve_cmd.add_argument("--port", type=_port, default=8000, help="port (default 8000)")
     serve_cmd.add_argument("--seed", type=int, default=0, help="seed for every random draw")
-    serve_cmd.add_argument("--latency", type=float, default=0.05, help="mean seconds per request")
-    serve_cmd.add_argument("--jitter", type=float, default=0.0, help="uniform jitter, seconds")
+    _add_latency(serve_cmd)
+    _add_caps(serve_cmd)
+    _add_faults(serve_cmd)
     serve_cmd.add_argument(
-        "--distribution", choices=["fixed", "uniform", "exponential"], default="uniform"
+        "--attempt-memory",
+        type=int,
+        default=65_536,
+        metavar="N",
+        help="remember attempt counts of the last N distinct requests (default 65536)",
     )
+    serve_cmd.add_argument(
+        "--log-level",
+        default="warning",
+        choices=["critical", "error", "warning", "info", "debug", "trace"],
+        help="uvicorn's log level",
+    )
+
+
+def _add_latency(serve_cmd: argparse.ArgumentParser) -> None:
+    serve_cmd.add_argument("--latency", type=float, default=0.05, help="mean seconds per request")
+    serve_cmd.add_argument(
+        "--jitter",
+        type=float,
+        default=0.0,
+        help="uniform jitter in seconds; for lognormal, its sigma (1.29: p99 = 20 x median)",
+    )
+    serve_cmd.add_argument(
+        "--distribution",
+        choices=["fixed", "uniform", "exponential", "lognormal"],
+        default="uniform",
+        help="latency shape (lognormal: --latency is the median)",
+    )
+    serve_cmd.add_argument(
+        "--stream-chunk-delay", type=float, default=0.0, metavar="SECONDS",
+        help="seconds between the events of a streamed answer (default 0)",
+    )  # fmt: skip
+
+
+def _add_caps(serve_cmd: argparse.ArgumentParser) -> None:
     serve_cmd.add_argument(
         "--max-concurrency", type=int, default=None, help="server-side cap; above it: 429"
     )
@@ -71,6 +105,9 @@ def _add_options(serve_cmd: argparse.ArgumentParser) -> None:
     serve_cmd.add_argument(
         "--retry-after", type=float, default=1.0, help="Retry-After sent with 429/503 (seconds)"
     )
+
+
+def _add_faults(serve_cmd: argparse.ArgumentParser) -> None:
     serve_cmd.add_argument(
         "--fail-first", type=int, default=0, help="fail the first N attempts of each request"
     )
@@ -86,23 +123,6 @@ def _add_options(serve_cmd: argparse.ArgumentParser) -> None:
     serve_cmd.add_argument("--hang-rate", type=float, default=0.0, help="never answer")
     serve_cmd.add_argument("--malformed-rate", type=float, default=0.0, help="200, body not JSON")
     serve_cmd.add_argument("--truncated-rate", type=float, default=0.0, help="200, JSON cut short")
-    serve_cmd.add_argument(
-        "--stream-chunk-delay", type=float, default=0.0, metavar="SECONDS",
-        help="seconds between the events of a streamed answer (default 0)",
-    )  # fmt: skip
-    serve_cmd.add_argument(
-        "--attempt-memory",
-        type=int,
-        default=65_536,
-        metavar="N",
-        help="remember attempt counts of the last N distinct requests (default 65536)",
-    )
-    serve_cmd.add_argument(
-        "--log-level",
-        default="warning",
-        choices=["critical", "error", "warning", "info", "debug", "trace"],
-        help="uvicorn's log level",
-    )
 
 
 def sim_serve(args: argparse.Namespace) -> int:

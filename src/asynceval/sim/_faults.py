@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -15,6 +16,9 @@ from enum import Enum
 from asynceval.sim._config import SimConfig
 
 _SCALE = 2.0**-64
+
+
+_NORMAL = statistics.NormalDist()
 
 
 class Corruption(Enum):
@@ -58,6 +62,11 @@ class Draws:
             return mean
         if config.latency_distribution == "exponential":
             return -mean * math.log1p(-self.latency)
+        if config.latency_distribution == "lognormal":
+            # The draw's normal quantile: the same uniform draw as the other shapes, so a seed
+            # still fixes every delay.
+            u = min(max(self.latency, 1e-12), 1.0 - 1e-12)
+            return mean * math.exp(config.latency_jitter * _NORMAL.inv_cdf(u))
         return max(0.0, mean + (2.0 * self.latency - 1.0) * config.latency_jitter)
 
     def corruption(self, config: SimConfig) -> Corruption:
