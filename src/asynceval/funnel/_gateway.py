@@ -53,6 +53,7 @@ class Overrides(NamedTuple):
     rate_limiter: RateLimiter | None = UNSET
     retry_policy: RetryPolicy | None = None
     call_timeout: float | None = None
+    stream_idle_timeout: float | None = None
 
     @classmethod
     def of(
@@ -65,7 +66,13 @@ class Overrides(NamedTuple):
         if settings is None:
             return cls(controller, rate_limiter)
         policy = RetryPolicy.from_settings(settings)
-        return cls(controller, rate_limiter, policy, settings.llm_call_timeout)
+        return cls(
+            controller,
+            rate_limiter,
+            policy,
+            settings.llm_call_timeout,
+            settings.llm_stream_idle_timeout,
+        )
 
 
 MAX_REQUEUES = 10
@@ -80,7 +87,14 @@ class Gateway:
     from its runtime's shared limiter, windows and policy (a model's route once per runtime).
     """
 
-    __slots__ = ("call_timeout", "controller", "endpoint", "rate_limiter", "retry_policy")
+    __slots__ = (
+        "call_timeout",
+        "controller",
+        "endpoint",
+        "rate_limiter",
+        "retry_policy",
+        "stream_idle_timeout",
+    )
 
     def __init__(
         self,
@@ -90,14 +104,18 @@ class Gateway:
         call_timeout: float,
         rate_limiter: RateLimiter | None = None,
         endpoint: str | None = None,
+        stream_idle_timeout: float = 60.0,
     ) -> None:
         if not call_timeout > 0:
             raise ValueError(f"LLM_CALL_TIMEOUT must be > 0, got {call_timeout}")
+        if not stream_idle_timeout > 0:
+            raise ValueError(f"LLM_STREAM_IDLE_TIMEOUT must be > 0, got {stream_idle_timeout}")
         self.controller = controller
         self.retry_policy = retry_policy
         self.call_timeout = call_timeout
         self.rate_limiter = rate_limiter
         self.endpoint = endpoint
+        self.stream_idle_timeout = stream_idle_timeout  # a stream's longest wait for a chunk
 
     @classmethod
     def for_runtime(
@@ -122,6 +140,7 @@ class Gateway:
             call_timeout=own.call_timeout or runtime.settings.llm_call_timeout,
             rate_limiter=runtime.rate if own.rate_limiter is UNSET else own.rate_limiter,
             endpoint=endpoint,
+            stream_idle_timeout=own.stream_idle_timeout or runtime.settings.llm_stream_idle_timeout,
         )
 
     async def call(

@@ -4,7 +4,7 @@ once, from any thread, by the gateway or by the result that outlives the attempt
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from ..limits import RateLimiter, Slot
 from ..limits.rate import Reservation
@@ -30,6 +30,7 @@ class Lease:
         "_unsend",
         "_usage",
         "collected",
+        "on_answer",
         "on_reclaim",
         "reading",
     )
@@ -45,6 +46,15 @@ class Lease:
         self.collected = False  # a collection looked for its stream being dropped
         self.on_reclaim: Callable[[], None] | None = None  # what ends its stream (see reclaim)
         self._unsend: Callable[[], None] | None = None  # a kept request's end at the provider
+        # What the gateway learns from each answer's headers (its rate-limit headers).
+        self.on_answer: Callable[[Mapping[str, str]], None] | None = None
+
+    def answered(self, headers: Mapping[str, str]) -> None:
+        """The provider answered this attempt (any status) with `headers`: the sender calls it
+        once per answer, before reading the body, so that what the headers say (the rate
+        budget left) is known to the calls that follow."""
+        if self.on_answer is not None:
+            self.on_answer(headers)
 
     @property
     def kept(self) -> bool:

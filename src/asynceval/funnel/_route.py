@@ -202,7 +202,9 @@ class Route:
             path = self._sim_path
 
             async def simulated(lease: Lease) -> T:
-                return read(await sim.respond(path, content))
+                reply = await sim.respond(path, content)
+                lease.answered(reply.headers)
+                return read(reply)
 
             return self.gateway.call(
                 simulated,

@@ -51,6 +51,7 @@ async def send(
         else:
             response = await transport.handle_async_request(request)
             response.request = request
+        lease.answered(response.headers)
         try:
             if (
                 stream_then is not None
