@@ -188,7 +188,7 @@ async def test_a_stream_that_stalls_between_chunks_fails_as_a_timeout(
     event_log: EventLog, loopback: LoopBack
 ) -> None:
     url, _ = loopback(SimConfig(latency=0, stream_chunk_delay=0.5))
-    async with Runtime(Settings(**FAST, llm_call_timeout=0.3)) as runtime:
+    async with Runtime(Settings(**FAST, llm_stream_idle_timeout=0.3)) as runtime:
         stream = await sdk(url).chat.completions.create(
             model="asynceval-sim",
             messages=[{"role": "user", "content": "What is 1 + 1?"}],

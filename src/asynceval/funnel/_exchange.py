@@ -66,7 +66,7 @@ async def exchange(route: Route, request: httpx.Request, agent: str | None) -> h
 
 async def _call(route: Route, request: httpx.Request, agent: str | None) -> httpx.Response:
     gateway = route.gateway
-    timeout = gateway.call_timeout
+    timeout = gateway.stream_idle_timeout
     entry = await route.pools.enter(route.key, route.open_client)
     leave = _Once(entry.leave)  # a stream leaves when it ends, every other outcome here
     last: list[httpx.Response] = []  # the last attempt's error answer, for the SDK to raise

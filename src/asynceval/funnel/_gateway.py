@@ -266,7 +266,7 @@ class Gateway:
         )
         held = scope_if_any()
         if held:  # a stream this scope dropped unclosed must not block it (whatever is full:
-            await collect_if_dropped(held)  # the global limit, the endpoint's, or a pause)
+            await collect_if_dropped(held, controller, endpoint)  # the limits, or a pause)
         await slot.__aenter__()
         lease = Lease(slot, limiter, call.usage)
         try:

@@ -29,6 +29,7 @@ import anyio.lowlevel
 
 from .. import events
 from .._scoped import Scoped
+from ..limits import ConcurrencyController
 
 _FINALIZER_TURNS = 3
 
@@ -104,7 +105,9 @@ def adopted(held: Held) -> Iterator[None]:
         _scope.reset(token)
 
 
-async def collect_if_dropped(held: Held) -> bool:
+async def collect_if_dropped(
+    held: Held, controller: ConcurrencyController | None = None, endpoint: str | None = None
+) -> bool:
     """Before a slot wait: if `held` has a stream nobody is reading, run the garbage collector
     once so a dropped one gives its slot back (its finalizer schedules the release). True if it
     ran. A stream still referenced is untouched."""

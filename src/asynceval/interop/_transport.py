@@ -10,7 +10,7 @@ response (so the SDK raises its own error type), or an `httpx.ConnectError` /
 `httpx.ReadTimeout` when that attempt got no response.
 
 A streamed answer (server-sent events) keeps its slot until the stream is read to its end or
-closed, and is retried only before its first byte; LLM_CALL_TIMEOUT then bounds each wait for
+closed, and is retried only before its first byte; LLM_STREAM_IDLE_TIMEOUT then bounds each wait for
 the next chunk.
 """
 
