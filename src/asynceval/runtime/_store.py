@@ -7,11 +7,9 @@ recovers from SQLite's own `-wal` file. Several threads, processes and runs may 
 once (each waits up to BUSY_TIMEOUT_S for the write lock); not over a network filesystem, where
 SQLite's WAL mode cannot work (its readers and writer share memory).
 
-An entry is a row: its key (32 bytes), the URL it answers (without credentials), status, content
-type, the body's length and BLAKE2b digest, when it was stored and last used, how often it was
-used, the segment of the run that wrote it (the journal), and the body as received. A read checks
-length and digest before it serves the body: a damaged entry (a torn page, a disk error, a row
-edited by hand) is a miss, and the next store of that key replaces it.
+A read checks an entry's length and digest before it serves the body: a damaged entry (a torn
+page, a disk error, a row edited by hand) is a miss, and the next store of that key replaces it.
+The rows, the bound (`max_bytes`) and every transaction are `asynceval.runtime._store_sql`'s.
 
 Writes are group commits on the store's own writer thread (one per store, started by the first
 write and ended after a few idle seconds or by `close`): `put` queues the entry and wakes the
@@ -24,13 +22,6 @@ callback per event loop and transaction (not one wake-up of the loop per answer)
 A hit's last use is noted in memory and written with the next flush (at the latest a second
 later, or at `close` and at the process's exit): a hit is never a write transaction of its own,
 and a process killed loses at most its last second of those.
-
-With `max_bytes`, the store keeps at most that many bytes of bodies: a write that passes it
-evicts the least recently used entries down to nine tenths of it (one scan of the table, so
-once per tenth of the bound written). The running total is kept in the file, in the same
-transactions, so every process sharing the file sees the same one. A store without a bound
-keeps no total (its writes look up nothing): each of its transactions drops the one in the file,
-which the next bounded write counts again from the table; `stats` always counts the table.
 """
 
 from __future__ import annotations
@@ -38,8 +29,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import functools
-import hashlib
 import os
 import sqlite3
 import threading
@@ -50,16 +39,20 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
+from ._store_sql import (
+    GET,
+    as_os_error,
+    digest,
+    mark_checked,
+    now_ms,
+    open_connection,
+    prune,
+    segment_id,
+    write,
+)
+
 T = TypeVar("T")
 
-FORMAT = 2
-"""The store's format (the one-file-per-entry cache before it was 1)."""
-BUSY_TIMEOUT_S = 30.0
-"""How long a write waits for another connection's write transaction before it fails."""
-PAGE_SIZE = 8192
-"""SQLite's page for new files: small answers pack with little slack (measured)."""
-EVICT_TO = 0.9
-"""An eviction goes down to this share of `max_bytes`, so it happens once per tenth written."""
 TOUCH_FLUSH_S = 1.0
 TOUCH_FLUSH_COUNT = 512
 LINGER_S = 0.005
@@ -68,35 +61,6 @@ LINGER_WORTH = 3.0
 """The writer lingers only if, at the rate answers came in lately, that brings this many more."""
 _WRITER_IDLE_S = 5.0  # a writer thread with nothing to write for this long ends
 _THREADS = 4  # reads and flushes: a few threads keep up with thousands of calls a second
-_WAL_LIMIT = 16 * 1024 * 1024  # the -wal file is cut back to this after a checkpoint (above
-# the ~8 MB of an automatic checkpoint: a -wal file cut at every checkpoint costs a third more CPU)
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS entries (
-    id INTEGER PRIMARY KEY,
-    key BLOB NOT NULL UNIQUE,
-    url TEXT NOT NULL,
-    status INTEGER NOT NULL,
-    content_type TEXT NOT NULL,
-    length INTEGER NOT NULL,
-    digest BLOB NOT NULL,
-    stored_at INTEGER NOT NULL,
-    used_at INTEGER NOT NULL,
-    hits INTEGER NOT NULL DEFAULT 0,
-    segment INTEGER,
-    body BLOB NOT NULL
-);
-CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS segments (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
-"""
-_PUT = (
-    "INSERT OR REPLACE INTO entries (key, url, status, content_type, length, digest, stored_at,"
-    " used_at, segment, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_LENGTHS = "SELECT total(length) FROM entries WHERE key IN "
-_CHUNK = 64  # keys per look-up of the lengths a transaction's rows replace
-_NO_TOTAL = "DELETE FROM meta WHERE name = 'bytes'"
-_GET = "SELECT url, status, content_type, length, digest, segment, body FROM entries WHERE key = ?"
 
 
 class Entry(NamedTuple):
@@ -119,11 +83,6 @@ class Stats(NamedTuple):
     newest: float | None
     hits: int  # answers served from entries that are still there
     last_used: float | None
-
-
-def digest(body: bytes) -> bytes:
-    """The digest kept with a body and checked before it is served."""
-    return hashlib.blake2b(body, digest_size=16).digest()
 
 
 class Store:
@@ -165,42 +124,10 @@ class Store:
         if connection is None:
             if not create and not self.path.exists():
                 return None
-            connection = self._open()
+            connection = open_connection(self.path)
             self._local.connection = connection
             with self._lock:
                 self._connections.append(connection)
-        return connection
-
-    def _open(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        connection = sqlite3.connect(
-            self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-        )
-        try:
-            connection.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # new files only
-            connection.execute("PRAGMA auto_vacuum = INCREMENTAL")  # likewise: prune gives back
-            connection.execute("PRAGMA journal_mode = WAL")
-            connection.execute("PRAGMA synchronous = NORMAL")  # a commit survives kill -9
-            connection.execute(f"PRAGMA journal_size_limit = {_WAL_LIMIT}")
-            if not _has_schema(connection):
-                connection.execute("BEGIN IMMEDIATE")
-                try:
-                    for statement in _SCHEMA.split(";"):
-                        if statement.strip():
-                            connection.execute(statement)
-                    connection.execute(
-                        "INSERT OR IGNORE INTO meta (name, value) VALUES ('format', ?)", (FORMAT,)
-                    )
-                    connection.execute("COMMIT")
-                except BaseException:
-                    _rollback(connection)
-                    raise
-            found = connection.execute("SELECT value FROM meta WHERE name = 'format'").fetchone()
-            if found is None or found[0] != FORMAT:
-                raise sqlite3.DatabaseError(f"not a store of format {FORMAT}: {found}")
-        except BaseException:
-            connection.close()
-            raise
         return connection
 
     def close(self) -> None:
@@ -225,7 +152,7 @@ class Store:
             connection = self._connection(create=False)
             if connection is None:
                 return None
-            row = connection.execute(_GET, (key,)).fetchone()
+            row = connection.execute(GET, (key,)).fetchone()
         except (sqlite3.Error, OSError):
             return None  # a store that cannot be read is a miss, as a missing entry is
         if row is None:
@@ -244,7 +171,7 @@ class Store:
         return Entry(stored_url, status, content_type, body, segment)
 
     def _touch(self, key: bytes) -> None:
-        now = _now_ms()
+        now = now_ms()
         with self._lock:
             uses, _ = self._touched.get(key, (0, 0))
             self._touched[key] = (uses + 1, now)
@@ -306,7 +233,7 @@ class Store:
         """Queue an entry (replacing any of `key`); the future is done once it is committed, or
         holds the OSError of a store that refused it."""
         future: Future[None] = Future()
-        self._queue((key, url, status_code, content_type, content, segment, _now_ms()), future)
+        self._queue((key, url, status_code, content_type, content, segment, now_ms()), future)
         return future
 
     def put_async(
@@ -322,7 +249,7 @@ class Store:
         """`put` from a coroutine: the future is the running loop's, settled with the others of
         its transaction by one callback on that loop."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue((key, url, status_code, content_type, content, segment, _now_ms()), future)
+        self._queue((key, url, status_code, content_type, content, segment, now_ms()), future)
         return future
 
     def put_nowait(
@@ -336,7 +263,7 @@ class Store:
         segment: int | None = None,
     ) -> None:
         """`put` that nobody waits for (`on_commit` still counts it)."""
-        self._queue((key, url, status_code, content_type, content, segment, _now_ms()), None)
+        self._queue((key, url, status_code, content_type, content, segment, now_ms()), None)
 
     def _queue(self, row: tuple[Any, ...], waiter: Waiter) -> None:
         with self._lock:
@@ -421,67 +348,7 @@ class Store:
     def _write(self, rows: list[tuple[Any, ...]], touched: dict[bytes, tuple[int, int]]) -> None:
         connection = self._connection(create=True)
         assert connection is not None
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            added = 0
-            if rows:
-                bounded = self.max_bytes is not None
-                replaced = 0  # bytes of the entries these rows replace (a bounded store's)
-                if bounded:
-                    for start in range(0, len(rows), _CHUNK):
-                        keys = [row[0] for row in rows[start : start + _CHUNK]]
-                        found = connection.execute(_lengths_sql(len(keys)), keys).fetchone()
-                        replaced += int(found[0])
-                prepared = [
-                    (key, url, status, ctype, len(body), digest(body), at, at, segment, body)
-                    for key, url, status, ctype, body, segment, at in rows
-                ]
-                connection.executemany(_PUT, prepared)
-                if bounded:
-                    added = sum(len(row[4]) for row in rows) - replaced
-                else:  # no total kept (see the module): the next bounded write counts it
-                    connection.execute(_NO_TOTAL)
-            if touched:
-                connection.executemany(
-                    "UPDATE entries SET used_at = max(used_at, ?), hits = hits + ? WHERE key = ?",
-                    [(at, uses, key) for key, (uses, at) in touched.items()],
-                )
-            if added:
-                total = self._add_total(connection, added)
-                if self.max_bytes is not None and total > self.max_bytes:
-                    self._evict(connection, total, int(self.max_bytes * EVICT_TO))
-            connection.execute("COMMIT")
-        except BaseException:
-            _rollback(connection)
-            raise
-
-    def _add_total(self, connection: sqlite3.Connection, added: int) -> int:
-        found = connection.execute("SELECT value FROM meta WHERE name = 'bytes'").fetchone()
-        if found is None:  # first counted: the whole table (these rows included)
-            total = int(connection.execute("SELECT total(length) FROM entries").fetchone()[0])
-        else:
-            total = int(found[0]) + added
-        connection.execute(
-            "INSERT OR REPLACE INTO meta (name, value) VALUES ('bytes', ?)", (total,)
-        )
-        return total
-
-    def _evict(self, connection: sqlite3.Connection, total: int, target: int) -> tuple[int, int]:
-        """Delete the least recently used entries until at most `target` bytes are left."""
-        victims: list[tuple[int]] = []
-        freed = 0
-        for rowid, length in connection.execute(
-            "SELECT id, length FROM entries ORDER BY used_at, id"
-        ):
-            if total - freed <= target:
-                break
-            victims.append((rowid,))
-            freed += length
-        connection.executemany("DELETE FROM entries WHERE id = ?", victims)
-        connection.execute(
-            "INSERT OR REPLACE INTO meta (name, value) VALUES ('bytes', ?)", (total - freed,)
-        )
-        return len(victims), freed
+        write(connection, rows, touched, self.max_bytes)
 
     def prune(
         self,
@@ -497,36 +364,9 @@ class Store:
         connection = self._connection(create=False)
         if connection is None:
             return 0, 0
-        removed = freed = 0
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            if everything or older_than_s is not None:
-                where: str = ""
-                args: tuple[float, ...] = ()
-                if not everything:
-                    where, args = (
-                        " WHERE used_at < ?",
-                        (_now_ms() - int((older_than_s or 0) * 1000),),
-                    )
-                count, size = connection.execute(
-                    f"SELECT count(*), total(length) FROM entries{where}", args
-                ).fetchone()
-                connection.execute(f"DELETE FROM entries{where}", args)
-                removed, freed = count, int(size)
-            total = int(connection.execute("SELECT total(length) FROM entries").fetchone()[0])
-            connection.execute(
-                "INSERT OR REPLACE INTO meta (name, value) VALUES ('bytes', ?)", (total,)
-            )
-            if max_bytes is not None and total > max_bytes:
-                count, size = self._evict(connection, total, max_bytes)
-                removed, freed = removed + count, freed + size
-            connection.execute("COMMIT")
-        except BaseException:
-            _rollback(connection)
-            raise
-        connection.execute("PRAGMA incremental_vacuum")
-        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        return removed, freed
+        return prune(
+            connection, max_bytes=max_bytes, older_than_s=older_than_s, everything=everything
+        )
 
     def check(self) -> None:
         """Raise OSError (one line) unless an entry could be written now: the folder and file
@@ -534,16 +374,7 @@ class Store:
         try:
             connection = self._connection(create=True)
             assert connection is not None
-            connection.execute("BEGIN IMMEDIATE")
-            try:
-                connection.execute(
-                    "INSERT OR REPLACE INTO meta (name, value) VALUES ('checked_at', ?)",
-                    (_now_ms(),),
-                )
-                connection.execute("COMMIT")
-            except BaseException:
-                _rollback(connection)
-                raise
+            mark_checked(connection)
         except (sqlite3.Error, OSError) as exc:
             raise as_os_error(exc, self.path) from exc
 
@@ -551,14 +382,7 @@ class Store:
         """The number of the segment called `name` (a new one for a name not seen)."""
         connection = self._connection(create=True)
         assert connection is not None
-        connection.execute("INSERT OR IGNORE INTO segments (name) VALUES (?)", (name,))
-        found = connection.execute("SELECT id FROM segments WHERE name = ?", (name,)).fetchone()
-        return int(found[0])
-
-
-@functools.lru_cache(maxsize=_CHUNK)
-def _lengths_sql(keys: int) -> str:
-    return f"{_LENGTHS}({', '.join(['?'] * keys)})"
+        return segment_id(connection, name)
 
 
 Waiter = Future[None] | asyncio.Future[None] | None
@@ -592,29 +416,6 @@ def _settle(futures: list[asyncio.Future[None]], error: OSError | None) -> None:
                 future.set_result(None)
             else:
                 future.set_exception(OSError(*error.args))
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def as_os_error(exc: BaseException, path: Path) -> OSError:
-    """An SQLite or disk error as one OSError naming the store."""
-    message = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
-    return OSError(f"{path}: {message}")
-
-
-def _has_schema(connection: sqlite3.Connection) -> bool:
-    found = connection.execute(
-        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN"
-        " ('entries', 'meta', 'segments')"
-    ).fetchone()
-    return bool(found[0] == 3)
-
-
-def _rollback(connection: sqlite3.Connection) -> None:
-    with contextlib.suppress(sqlite3.Error):
-        connection.execute("ROLLBACK")
 
 
 # Every store of the process, so that a forked child drops (without closing: the parent still
