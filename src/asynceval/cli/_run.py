@@ -31,7 +31,7 @@ from ..engine import AdaptiveRepeats, Benchmark, run_lock
 from ..engine.backend import Backend
 from ..engine.results import read_header
 from ..engine.run_lock import Holder, RunLock
-from ..engine.scheduler import journal_path, new_run_id
+from ..engine.run_paths import journal_path, new_run_id
 from ..errors import BackendLost, ConfigError, RunLocked, TaskSpecError
 from ..runtime import Runtime, Store, set_process_default
 from . import _manifest

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..engine import Benchmark, Task
 from ..engine.datasets import TaskStream, open_tasks, parse_field_options, tasks_source_info
-from ..engine.scheduler import task_set_of
+from ..engine.run_paths import task_set_of
 from ..engine.task import as_task, duplicate_message
 from ..errors import TaskSpecError
 from ._errors import CLIError, describe

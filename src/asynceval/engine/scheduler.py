@@ -10,11 +10,8 @@ far, then the task's TimeoutAction may run it once more. Infrastructure failures
 
 from __future__ import annotations
 
-import hashlib
 import os
 import platform
-import secrets
-import tempfile
 import time
 from collections import Counter, deque
 from collections.abc import Awaitable, Mapping, Sequence
@@ -36,16 +33,17 @@ from ..funnel import CallJournal, journal_scope
 from ..limits import ConcurrencyController
 from ..runtime import RunGcThreshold, Runtime
 from . import run_lock
-from ._adaptive_repeats import AdaptiveRepeats, RepeatAllocator
+from ._adaptive_repeats import AdaptiveRepeats
+from ._adaptive_schedule import AdaptiveSchedule
 from ._run_inputs import QueueArg, TaskSource, agent_data_resolver, checked_ids, make_queue
 from .backend import Backend, Session
 from .callbacks import CallbackRunner
 from .repetition import Repetitions, Unit
-from .report import eval_score
 from .results import ResultsFile, read_header, successful_reports
+from .run_paths import checked_run_id, journal_path, new_run_id, task_set_of, temporary_results
 from .run_reports import RunReports, remove_file
 from .seen_ids import SeenIds
-from .task import Task, as_task, duplicate_message
+from .task import duplicate_message
 from .threads import ThreadRunner, threads_scope
 
 if TYPE_CHECKING:
@@ -82,9 +80,9 @@ class Run:
                 f"repeats must be an AdaptiveRepeats (fixed repeats are the benchmark's "
                 f"n_task_repeats), got {repeats!r}"
             )
-        self.adaptive = _AdaptiveRun(repeats) if repeats is not None else None
+        self.adaptive = AdaptiveSchedule(repeats) if repeats is not None else None
         self.backend = backend
-        self.run_id = _checked_run_id(run_id) if run_id is not None else new_run_id()
+        self.run_id = checked_run_id(run_id) if run_id is not None else new_run_id()
         self._session: Session | None = None
         self._backend_error: BackendLost | None = None
         self._cancel_all = anyio.CancelScope()
@@ -211,7 +209,7 @@ class Run:
             async with AsyncExitStack() as stack:
                 path = self.results_path
                 if path is None and self.collect:  # the reports are returned from a file
-                    path = self._temporary = _temporary_results()
+                    path = self._temporary = temporary_results()
                 if path is not None:
                     self._results = await stack.enter_async_context(
                         ResultsFile(
@@ -236,7 +234,7 @@ class Run:
                 skipped_as_done=len(self._done),
                 threads_still_running=self.threads.abandoned(),
                 store_failures=self._store_failures(),
-                **self._adaptive_fields(interrupted),
+                **(self.adaptive.fields(self, interrupted) if self.adaptive else {}),
             )
             if self.counts["success"] and not self._calls_in_successes:
                 events.no_llm_calls(successes=self.counts["success"])
@@ -323,7 +321,7 @@ class Run:
             for _ in range(workers):
                 tg.start_soon(self._work, choosing)
         if self.adaptive is not None:
-            await self._adaptive_tasks_end()
+            await self.adaptive.tasks_end(self)
         if self._backend_error is not None:
             raise self._backend_error
         if self._queue_error is not None:
@@ -356,7 +354,7 @@ class Run:
         then, not even the repeats of tasks already chosen)."""
         try:
             if self.adaptive is not None:
-                return await self._next_adaptive(self.adaptive)
+                return await self.adaptive.next(self)
             return await self._next_unit()
         except Exception as exc:
             self._queue_error = self._queue_error or exc
@@ -434,7 +432,7 @@ class Run:
         if not proceed:
             self._stopped = True
         if self.adaptive is not None:
-            self._adaptive_recorded(self.adaptive, unit, report)
+            self.adaptive.recorded(unit, report)
             return
         state = self._task_states[task.id]
         state.reports.append(report)
@@ -442,164 +440,6 @@ class Run:
         if state.remaining == 0:
             del self._task_states[task.id]
             await self.callbacks.fire("on_task_end", self.bench, task, state.reports)
-
-    # --- adaptive repeats (DESIGN section 18): the fixed-repeats path above never comes here ---
-
-    async def _next_adaptive(self, adaptive: _AdaptiveRun) -> Unit | None:
-        """The next repetition by the adaptive rule: a first repetition of each task the queue
-        gives, then the repetitions the rule chooses; waits while those in flight may reach the
-        target; None when the rule is over or the run stopped."""
-        rule = adaptive.allocator
-        while True:
-            if self._stopped:
-                return None
-            if not adaptive.queue_done:
-                task = self.queue.next_task()
-                if task is None:
-                    adaptive.queue_done = True
-                    continue
-                if not self._seen.add(task.id):
-                    raise TaskSpecError(duplicate_message(task.id, "tasks"))
-                prior = self._prior_reports(task.id, adaptive.most)
-                for report in prior:  # done in an earlier run: the queue still learns from it
-                    self.queue.on_task_complete(task, report)
-                position = rule.add([eval_score(report.get("eval")) for report in prior])
-                adaptive.tasks.append(task)
-                adaptive.data.append(self._agent_data_for(task))
-                adaptive.next_idx.append(0)
-                adaptive.index[task.id] = position
-                if self.callbacks.callbacks:
-                    adaptive.reports[task.id] = list(prior)
-                await self.callbacks.fire("on_task_selected", self.bench, task, self.queue)
-                await self.callbacks.fire("on_task_start", self.bench, task)
-                if not prior:
-                    return self._adaptive_unit(adaptive, position)
-                continue
-            index = rule.choose()
-            if index is not None:
-                return self._adaptive_unit(adaptive, index)
-            if not rule.in_flight:
-                return None
-            await adaptive.more.wait()
-
-    def _prior_reports(self, task_id: str, most: int) -> list[dict[str, Any]]:
-        if not self._prior:
-            return []
-        pairs = ((task_id, r) for r in range(most))
-        return [self._prior[pair] for pair in pairs if pair in self._prior]
-
-    def _adaptive_unit(self, adaptive: _AdaptiveRun, index: int) -> Unit:
-        """A new repetition of task `index`, at its next repeat index not done yet."""
-        task = adaptive.tasks[index]
-        repeat_idx = adaptive.next_idx[index]
-        while (task.id, repeat_idx) in self._done:
-            repeat_idx += 1
-        adaptive.next_idx[index] = repeat_idx + 1
-        adaptive.allocator.start(index)
-        return Unit(task, adaptive.data[index], repeat_idx, time.monotonic())
-
-    def _adaptive_recorded(
-        self, adaptive: _AdaptiveRun, unit: Unit, report: dict[str, Any]
-    ) -> None:
-        """A repetition's outcome for the rule (its score; none for an error), and a wake-up
-        for the workers waiting on it."""
-        index = adaptive.index[unit.task.id]
-        scored = report["status"] in ("success", "evaluation_failed")
-        adaptive.allocator.finish(index, eval_score(report.get("eval")) if scored else None)
-        if unit.task.id in adaptive.reports:
-            adaptive.reports[unit.task.id].append(report)
-        adaptive.more.set()
-        adaptive.more = anyio.Event()
-
-    async def _adaptive_tasks_end(self) -> None:
-        """`on_task_end` for each task once the rule is over (it cannot be known before)."""
-        assert self.adaptive is not None
-        adaptive = self.adaptive
-        for task in adaptive.tasks:
-            if task.id in adaptive.reports:
-                reports = adaptive.reports.pop(task.id)
-                await self.callbacks.fire("on_task_end", self.bench, task, reports)
-
-    def _adaptive_fields(self, interrupted: bool) -> dict[str, Any]:
-        """run_finished's `adaptive`: why the rule stopped, its half-width, its repetitions."""
-        if self.adaptive is None:
-            return {}
-        stopped: str | None = None
-        if interrupted:
-            stopped = "interrupted"
-        elif self._queue_error is not None or self._stopped:
-            stopped = "queue_stopped"
-        self.adaptive.outcome = self.adaptive.allocator.outcome(stopped)
-        return {"adaptive": self.adaptive.outcome}
-
-
-class _AdaptiveRun:
-    """A run's adaptive-repeats state: the rule, and per task (by index) the Task, its agent
-    data and its next repeat index."""
-
-    def __init__(self, rule: AdaptiveRepeats) -> None:
-        self.rule = rule
-        self.most = rule.max_repeats
-        self.allocator = RepeatAllocator(rule)
-        self.queue_done = False
-        self.tasks: list[Task] = []
-        self.data: list[Mapping[str, Any]] = []
-        self.next_idx: list[int] = []
-        self.index: dict[str, int] = {}
-        self.reports: dict[str, list[dict[str, Any]]] = {}  # only with callbacks (on_task_end)
-        self.more = anyio.Event()
-        self.outcome: dict[str, Any] | None = None
-
-
-def new_run_id() -> str:
-    """A run's id: its UTC start second and 32 random bits (sortable by time; two runs started
-    in the same second differ with odds of 1 in 4 billion)."""
-    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(4)
-
-
-def journal_path(results_path: str | PathLike[str]) -> str:
-    """Where the call journal of the results file at `results_path` is kept: `journal.sqlite`
-    beside `results.jsonl` (a run directory), `NAME.journal.sqlite` beside any other NAME.jsonl
-    (several results files in one folder keep apart)."""
-    return _beside(results_path, "journal.sqlite")
-
-
-def _beside(results_path: str | PathLike[str], name: str) -> str:
-    folder, file = os.path.split(os.fspath(results_path))
-    stem = os.path.splitext(file)[0]
-    return os.path.join(folder, name if stem == "results" else f"{stem}.{name}")
-
-
-def _checked_run_id(run_id: str) -> str:
-    """A run id given by the caller: printable, no path separators (it names a directory)."""
-    if (
-        not isinstance(run_id, str)
-        or not run_id
-        or not run_id.isprintable()
-        or any(c in run_id for c in "/\\")
-        or run_id in (".", "..")
-    ):
-        raise ConfigError(f"run_id must be a non-empty name without / or \\, got {run_id!r}")
-    return run_id
-
-
-def task_set_of(tasks: TaskSource | None) -> dict[str, Any] | None:
-    """What identifies a task set given as a list: its size and a SHA-256 over its ids in
-    order (None for a lazy source, which is not read ahead to be identified)."""
-    if not isinstance(tasks, Sequence):
-        return None
-    digest = hashlib.sha256()
-    for task in tasks:
-        digest.update(as_task(task).id.encode("utf-8", "surrogatepass") + b"\0")
-    return {"count": len(tasks), "ids_sha256": digest.hexdigest()}
-
-
-def _temporary_results() -> str:
-    """A new empty file for the reports of a run given no results_path (its RunReports owns
-    it and deletes it)."""
-    descriptor, path = tempfile.mkstemp(prefix="asynceval-reports-", suffix=".jsonl")
-    os.close(descriptor)
-    return path
 
 
 def _runtime_for(bench: Benchmark) -> Runtime:
