@@ -48,7 +48,9 @@ class Usage:
 class UsageCounter:
     """Calls, retries and tokens counted in one context. `cache_hits`: the calls (counted in
     `llm_calls`, their tokens too) answered from the model-call cache, without a request;
-    `journal_hits`: likewise, replayed from the run's call journal on resume."""
+    `journal_hits`: likewise, replayed from the run's call journal on resume; `hedges`: the
+    extra requests sent for calls still out past LLM_HEDGE's delay (each call is counted once in
+    `llm_calls`; the tokens of every request that answered, a hedge's included, are counted)."""
 
     llm_calls: int = 0
     failed_calls: int = 0
@@ -57,6 +59,7 @@ class UsageCounter:
     completion_tokens: int = 0
     cache_hits: int = 0
     journal_hits: int = 0
+    hedges: int = 0
     # Requests made so far, by cache key: the model-call cache tells the n-th identical one apart.
     requests_seen: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
@@ -74,6 +77,7 @@ class UsageCounter:
             "completion_tokens": self.completion_tokens,
             "cache_hits": self.cache_hits,
             "journal_hits": self.journal_hits,
+            "hedges": self.hedges,
         }
 
 
