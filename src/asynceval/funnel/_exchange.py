@@ -7,7 +7,13 @@ repetition. What the framework gets back is the provider's answer: the response,
 last attempt the last error response (so the SDK raises its own error type), or an
 `httpx.ConnectError` / `httpx.ReadTimeout` when no response came. A streamed answer (server-sent
 events) keeps its slot until it is read to its end or closed, and is retried only before its
-first byte. Inference requests are answered from the run's call journal (a resumed repetition's
+first byte.
+
+The caller's own timeout is respected (`caller_timeout`): the read timeout its SDK client or
+request set bounds each request sent for it, when it is shorter than LLM_CALL_TIMEOUT; once it
+expires the call ends there (a `timeout` event, the slot released, no retry of ours) and the
+SDK gets `httpx.ReadTimeout`, which it raises as its own timeout error (the OpenAI SDK's
+`APITimeoutError`). Inference requests are answered from the run's call journal (a resumed repetition's
 finished calls) or the model-call cache when they hold them (a stream once it was read to its
 end); a stored answer is checked whole (length and digest, and a JSON body that parses) before an
 SDK gets it.
@@ -20,9 +26,11 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import httpx
 
-from ..errors import AttemptTimeout, LLMCallFailed
+from .. import events
+from ..errors import AttemptTimeout, LLMCallFailed, ProviderConnectionError
 from ..runtime import CachedAnswer, from_thread
 from ._cache import CacheUse
 from ._held import Held, adopted, current_scope
@@ -67,15 +75,19 @@ async def exchange(route: Route, request: httpx.Request, agent: str | None) -> h
 async def _call(route: Route, request: httpx.Request, agent: str | None) -> httpx.Response:
     gateway = route.gateway
     timeout = gateway.stream_idle_timeout
+    own = caller_timeout(request)
+    if own is not None and own >= gateway.call_timeout:
+        own = None  # LLM_CALL_TIMEOUT comes first: the funnel's deadline, retried as ever
+    elif own is not None:
+        timeout = min(timeout, own)  # httpx's read timeout bounds each wait for a chunk too
     entry = await route.pools.enter(route.key, route.open_client)
     leave = _Once(entry.leave)  # a stream leaves when it ends, every other outcome here
     last: list[httpx.Response] = []  # the last attempt's error answer, for the SDK to raise
 
     async def attempt(lease: Lease) -> httpx.Response:
         last.clear()
-        response = await send(
-            entry.client, request, lease, stream_then=leave, chunk_timeout=timeout
-        )
+        sending = send(entry.client, request, lease, stream_then=leave, chunk_timeout=timeout)
+        response = await (sending if own is None else _within(own, sending, lease))
         if isinstance(response.stream, LeasedStream):
             return response
         return _answer(response, request, last)
@@ -87,6 +99,9 @@ async def _call(route: Route, request: httpx.Request, agent: str | None) -> http
             usage_of=_body_usage,
             estimated_tokens=estimated_tokens(request.content, _json_or_none(request.content)),
         )
+    except CallerTimeout as exc:
+        leave()
+        raise httpx.ReadTimeout(str(exc), request=request) from exc
     except LLMCallFailed as exc:
         leave()
         if last:
@@ -100,6 +115,58 @@ async def _call(route: Route, request: httpx.Request, agent: str | None) -> http
     if not isinstance(response.stream, LeasedStream):
         leave()
     return response
+
+
+def caller_timeout(request: httpx.Request) -> float | None:
+    """The timeout the caller set on its client or request, in seconds, or None: httpx's
+    `timeout` extension holds connect, read, write and pool; the read timeout is the one that
+    counts, being what a user means by `timeout=` (the OpenAI SDK's `timeout=1.0` sets all four;
+    `httpx.Timeout(60, connect=5)` means 60 s for an answer). Connect and write stay the inner
+    transport's to enforce (a failure there is a connection error, retried), and pool is
+    nothing here: the wait for a slot is the funnel's queue, which a caller's timeout must not
+    cut short (a run queues most calls). `asynceval.http_client()` sets none: None."""
+    timeout = request.extensions.get("timeout")
+    if not timeout:
+        return None
+    read = timeout.get("read")
+    return float(read) if isinstance(read, int | float) and read > 0 else None
+
+
+class CallerTimeout(Exception):
+    """The caller's own timeout (`caller_timeout`) expired on a request: the call ends there,
+    not retried by the funnel (not a `ProviderError`, so the gateway lets it through at once,
+    releasing the slot); the SDK gets `httpx.ReadTimeout`."""
+
+    def __init__(self, timeout_s: float) -> None:
+        super().__init__(f"the caller's timeout of {timeout_s:g} s expired")
+        self.timeout_s = timeout_s
+
+
+async def _within(limit: float, sending: Awaitable[httpx.Response], lease: Lease) -> httpx.Response:
+    """`sending` within the caller's `limit`: its answer, else a `timeout` event (written while
+    the slot is held, as the gateway writes its own) and `CallerTimeout`. The inner transport
+    applies the same read timeout from the request and may be the first to notice: its
+    `ReadTimeout` (or a write or pool timeout) is the caller's timeout too."""
+    with anyio.move_on_after(limit) as scope:
+        try:
+            return await sending
+        except ProviderConnectionError as exc:
+            if not scope.cancel_called and not _timed_out(exc):
+                raise  # a failure to connect, or a broken connection: retried as ever
+        except TimeoutError:
+            if not scope.cancel_called:
+                raise
+    events.timeout(
+        agent=lease.agent, dimension=lease.dimension, call_id=lease.call_id, timeout_s=limit
+    )
+    raise CallerTimeout(limit)
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """Whether the inner transport gave up waiting (read, write or pool; not connect, which
+    httpx-aiohttp also raises for a refused connection)."""
+    cause = exc.__cause__
+    return isinstance(cause, httpx.TimeoutException) and not isinstance(cause, httpx.ConnectTimeout)
 
 
 class _Once:
