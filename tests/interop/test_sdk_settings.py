@@ -119,7 +119,7 @@ async def test_sdk_retries_stacked_on_ours_warn_once_per_run_and_are_counted(
     events = run_events(tmp_path)
     warnings = [e for e in events if e["event"] == "sdk_retries_stacked"]
     assert len(warnings) == 1, warnings
-    assert warnings[0]["level"] == "warning" and warnings[0]["sdk"] == "AsyncOpenAI"
+    assert warnings[0]["level"] == "WARNING" and warnings[0]["sdk"] == "AsyncOpenAI"
     assert warnings[0]["requests"] == 1
     check = check_events(events)
     assert check.sdk_retry_calls == 2 * 2  # each task's two SDK retries, each a whole call

@@ -5,6 +5,11 @@ maximum is the true number of calls in flight (SC-002). An endpoint's adaptive l
 (`limit_changed`) must stay within the run's cap and report that cap: the limit read at the
 start never changes during a run (FR-009). A 429 counts as unresolved when its call
 never succeeded afterwards and no `llm_call_failed` recorded its end (SC-001).
+
+The verdict covers the calls that went through the funnel, the only ones with events: a run
+whose log holds `funnel_bypassed` (SDK clients sending around the funnel) is counted in
+`bypassed_clients`, and the verdict says it covers only the funnel's calls. Calls that were an
+SDK's own retries (their events carry `sdk_retry`) are counted in `sdk_retry_calls`.
 """
 
 from __future__ import annotations
@@ -43,6 +48,14 @@ class LogCheck:
     lowest_endpoint_limit: int | None = None
     cache_hits: int = 0  # calls answered from the model-call cache: they held no slot
     journal_hits: int = 0  # calls of a resumed run answered from its call journal: no slot
+    bypassed_clients: int = 0  # SDK clients seen sending around the funnel (funnel_bypassed)
+    sdk_retry_calls: int = 0  # calls that were an SDK's own retry of a call the funnel retried
+
+    @property
+    def funnel_only(self) -> bool:
+        """Whether the verdict covers only some of the calls: SDK clients of a run sent around
+        the funnel, and those calls left no event to check."""
+        return self.bypassed_clients > 0
 
     @property
     def answered_without_slot(self) -> int:
@@ -79,6 +92,7 @@ class LogCheck:
             "answered_without_slot": self.answered_without_slot,
             "checkable": self.checkable,
             "cannot_check": self.cannot_check,
+            "funnel_only": self.funnel_only,
             "ok": self.ok,
         }
 
@@ -168,6 +182,8 @@ class _Replay:
         self.after_429: dict[str, str] = {}  # call_id -> "pending" | "attempt_ended"
         self.task_of: dict[str, tuple[Any, Any]] = {}  # call_id -> (task_id, repeat_idx)
         self.calls: set[str] = set()
+        self.sdk_retries: set[str] = set()  # calls that were an SDK's own retry
+        self.bypassed = 0  # SDK clients the run's funnel_bypassed counted
         self.adaptive_held = True  # every adaptive limit stayed within the run's cap
         self.waits = waits
         self.helds = helds
@@ -196,6 +212,9 @@ class _Replay:
             check.journal_hits += 1
         elif name == "limit_changed":
             self._limit_changed(event)
+        elif name == "funnel_bypassed":
+            count = event.get("count")
+            self.bypassed = max(self.bypassed, count if isinstance(count, int) else 1)
         elif name == "llm_call_failed":
             check.failed_calls += 1
             self.after_429.pop(call_id, None)
@@ -221,6 +240,8 @@ class _Replay:
 
     def _acquired(self, call_id: str, event: dict[str, Any]) -> None:
         self.calls.add(call_id)
+        if event.get("sdk_retry"):
+            self.sdk_retries.add(call_id)
         self.in_flight[call_id] = self.in_flight.get(call_id, 0) + 1
         self.current += 1
         self.max_in_flight = max(self.max_in_flight, self.current)
@@ -247,8 +268,11 @@ class _Replay:
                 "calls": len(self.calls),
                 "max_in_flight": self.max_in_flight,
                 "limit_held": held,
+                "funnel_bypassed": self.bypassed,
             }
         )
+        check.bypassed_clients += self.bypassed
+        check.sdk_retry_calls += len(self.sdk_retries)
         check.unresolved_429 += [c for c, state in self.after_429.items() if state == "pending"]
         check.calls += len(self.calls)
         check.max_in_flight = max(check.max_in_flight, self.max_in_flight)
@@ -325,6 +349,8 @@ def combine(replays: Iterable[RunReplay], limit: int | None = None) -> LogCheck:
         total.timeouts += check.timeouts
         total.cache_hits += check.cache_hits
         total.journal_hits += check.journal_hits
+        total.bypassed_clients += check.bypassed_clients
+        total.sdk_retry_calls += check.sdk_retry_calls
         total.failed_calls += check.failed_calls
         total.unbalanced += check.unbalanced
         total.runs += check.runs

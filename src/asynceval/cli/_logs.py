@@ -4,7 +4,9 @@ Each run in the file (a resumed run appends its own) is checked against its own 
 answered from the model-call cache or the call journal held no slot: a run answered wholly from
 them holds its limit. Exit status 0 when both hold, 1 when either was violated or nothing can be
 checked (no call events, or calls whose limit no run header gives and no --limit), 2 when the log
-cannot be read.
+cannot be read. When a run's SDK clients sent around the funnel (`funnel_bypassed`), the check
+says that its verdict covers only the calls that went through the funnel: the others left no
+event (the exit status is the verdict on those it covers).
 """
 
 from __future__ import annotations
@@ -52,6 +54,11 @@ def _print_limit(check: LogCheck) -> None:
     limit = "unknown (pass --limit)" if check.limit is None else str(check.limit)
     verdict = "held" if check.limit_held else "EXCEEDED"
     print(f"max in flight     {check.max_in_flight} (limit {limit}: {verdict})")
+    if check.funnel_only:
+        print(
+            f"funnel bypassed   {check.bypassed_clients} SDK client(s) sent around the funnel: "
+            "this verdict covers only the calls that went through the funnel"
+        )
     if check.limit_changes:
         print(
             f"adaptive limits   {check.limit_changes} changes, lowest "
@@ -87,10 +94,16 @@ def logs_check(args: argparse.Namespace) -> int:
         by_status = ", ".join(f"{k}: {v}" for k, v in sorted(check.retries_by_status.items()))
         print(f"retries           {check.retries}" + (f" ({by_status})" if by_status else ""))
         print(f"timeouts          {check.timeouts}")
+        if check.sdk_retry_calls:
+            print(
+                f"sdk retries       {check.sdk_retry_calls} calls were an SDK's own retries, "
+                "each retried by the funnel too (give the SDK max_retries=0)"
+            )
         print(f"failed calls      {check.failed_calls}")
         print(
             f"queue wait        p50 {_ms(check.queue_wait_p50_s)}, p95 {_ms(check.queue_wait_p95_s)}"
         )
         print(f"slot held         p50 {_ms(check.held_p50_s)}, p95 {_ms(check.held_p95_s)}")
-        print("OK" if check.ok else "VIOLATED" if check.checkable else "CANNOT CHECK")
+        verdict = "OK" if check.ok else "VIOLATED" if check.checkable else "CANNOT CHECK"
+        print(f"{verdict} (funnel calls only)" if check.funnel_only else verdict)
     return 0 if check.ok else 1

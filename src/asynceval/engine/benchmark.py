@@ -27,6 +27,7 @@ import anyio
 import anyio.from_thread
 
 from ..config import Settings
+from ..interop import watch_run
 from ..limits import ConcurrencyController
 from ..runtime import Runtime
 from ._adaptive_repeats import AdaptiveRepeats
@@ -313,7 +314,8 @@ class Benchmark(ABC):
         )
         self.adaptive_outcome = None
         try:
-            self.reports = await run.execute()
+            with watch_run(run.run_id):  # SDK clients around the funnel, named at run_finished
+                self.reports = await run.execute()
         finally:
             if run.adaptive is not None:
                 self.adaptive_outcome = run.adaptive.outcome

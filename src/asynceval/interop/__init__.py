@@ -8,8 +8,14 @@ smolagents' OpenAIServerModel), accepts an httpx client. Hand it `asynceval.http
 the global limit, the rate windows, retries with backoff and Retry-After, the per-attempt
 timeout, the events and the usage in the report. `base_url()` is the URL to give a framework:
 LLM_BASE_URL, or the embedded simulated provider's, which these transports answer in-process.
+
+The SDK's own settings are respected: its timeout ends a call at that time, its own retries
+stacked on the funnel's are warned about once per run, and a run whose agents hold SDK clients
+that send around the funnel ends with a `funnel_bypassed` warning (`logs check` then says its
+verdict covers only the funnel's calls).
 """
 
+from ._bypass import watch_run as watch_run  # asynceval's own: the engine's run-end check
 from ._clients import base_url, http_client, openai_client, sync_http_client
 from ._transport import FunnelTransport, SyncFunnelTransport
 

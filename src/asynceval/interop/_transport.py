@@ -12,6 +12,11 @@ response (so the SDK raises its own error type), or an `httpx.ConnectError` /
 A streamed answer (server-sent events) keeps its slot until the stream is read to its end or
 closed, and is retried only before its first byte; LLM_STREAM_IDLE_TIMEOUT then bounds each wait for
 the next chunk.
+
+The SDK's own settings are respected: a read timeout set on its client or request ends the call
+at that time as a timeout (`httpx.ReadTimeout`, not retried by the funnel), and its own retries
+(marked `x-stainless-retry-count`), each a whole call through the funnel, are counted and warned
+about once per run (`asynceval.interop._sdk`).
 """
 
 from __future__ import annotations
@@ -22,10 +27,12 @@ from typing import Any
 
 import httpx
 
+from .. import events
 from ..config import Settings
 from ..funnel import UNSET, Overrides, Route, endpoint_of, send_from_thread
 from ..limits import ConcurrencyController, RateLimiter
 from ..runtime import Runtime
+from ._sdk import RETRY_HEADER, note_sdk_retry, sdk_retry_number
 
 
 class FunnelTransport(httpx.AsyncBaseTransport):
@@ -73,7 +80,22 @@ class FunnelTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         runtime = self.runtime or Runtime.current()
-        return await self._route(runtime, request.url).send(request, agent=self.agent)
+        route = self._route(runtime, request.url)
+        if request.headers.get(RETRY_HEADER, "0") != "0":  # an SDK's own retry (rare)
+            return await self._sdk_retry(runtime, route, request)
+        return await route.send(request, agent=self.agent)
+
+    async def _sdk_retry(
+        self, runtime: Runtime, route: Route, request: httpx.Request
+    ) -> httpx.Response:
+        """An SDK's retry of a request the funnel already retried: counted and warned about
+        (`_sdk`), and every event of its call carries `sdk_retry` (the SDK's retry number)."""
+        number = sdk_retry_number(request)
+        if not number:
+            return await route.send(request, agent=self.agent)
+        note_sdk_retry(runtime, request)
+        with events.bind_context(sdk_retry=number):
+            return await route.send(request, agent=self.agent)
 
 
 MAX_ROUTES = 64
