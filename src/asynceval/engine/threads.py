@@ -8,6 +8,11 @@ piles up more threads than the limit), and its calls back into the loop are refu
 does not keep the process alive after the run. Sync code that dispatches more sync code (a sync
 tool run by a sync agent) runs on its caller's token: no deadlock at any task count.
 
+Sync code in these threads reaches the loop with anyio's own `anyio.from_thread.run`, `run_sync`
+and `check_cancelled`, as in anyio's worker threads, with the bridge's guarantees: each thread is
+marked the way anyio marks its own, pointing at `_EngineThreads` (the one touch of anyio's private
+state is `_claim_for_anyio`).
+
 Outside a run, `call_maybe_async` runs sync callables inline and `run_in_thread` uses anyio's
 default thread pool.
 """
@@ -20,12 +25,15 @@ import contextvars
 import inspect
 import queue
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextvars import ContextVar
 from typing import Any, TypeVar, cast
 
 import anyio
 import anyio.to_thread
+from anyio.lowlevel import EventLoopToken
+
+from ..runtime import current_bridge
 
 T = TypeVar("T")
 
@@ -35,10 +43,11 @@ _IDLE_S = 10.0  # an idle worker thread ends after this long
 class _Ticket:
     """Who gives the limiter token back: the caller, or the thread if the caller abandoned it."""
 
-    __slots__ = ("_lock", "abandoned", "finished", "started", "withdrawn")
+    __slots__ = ("_lock", "abandoned", "finished", "loop", "started", "withdrawn")
 
-    def __init__(self) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._lock = threading.Lock()
+        self.loop = loop  # the caller's: where anyio.from_thread goes when there is no bridge
         self.started = self.finished = self.abandoned = self.withdrawn = False
 
     def start(self) -> bool:
@@ -81,6 +90,7 @@ class _Workers:
         jobs.put(job)
 
     def _work(self, jobs: queue.SimpleQueue[Callable[[], None]]) -> None:
+        _claim_for_anyio()  # once per thread: no cost per job
         while True:
             try:
                 job = jobs.get(timeout=_IDLE_S)
@@ -95,7 +105,9 @@ class _Workers:
                 self._idle.append(jobs)
 
 
-_in_worker: ContextVar[bool] = ContextVar("asynceval_in_worker", default=False)
+_job: ContextVar[_Ticket | None] = ContextVar("asynceval_job", default=None)
+"""The ticket of the job this code runs in (in its thread, and in the loop tasks its calls
+back start, whose context is a copy of the thread's): set means nested dispatch."""
 
 
 class ThreadRunner:
@@ -112,11 +124,11 @@ class ThreadRunner:
 
     async def run(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """`func(*args, **kwargs)` in a worker thread; cancelling the caller abandons the thread."""
-        nested = _in_worker.get()
-        ticket = _Ticket()
+        nested = _job.get() is not None
+        loop = asyncio.get_running_loop()
+        ticket = _Ticket(loop)
         if not nested:
             await self.limiter.acquire_on_behalf_of(ticket)
-        loop = asyncio.get_running_loop()
         done = anyio.Event()
         outcome: list[tuple[bool, Any]] = []
         context = contextvars.copy_context()
@@ -125,7 +137,7 @@ class ThreadRunner:
             if not ticket.start():
                 return  # the caller gave up before the thread began
             try:
-                outcome.append((True, context.run(_in_thread, func, args, kwargs)))
+                outcome.append((True, context.run(_in_thread, ticket, func, args, kwargs)))
             except BaseException as exc:  # handed to the caller, who re-raises it
                 outcome.append((False, exc))
             abandoned = ticket.finish()
@@ -162,9 +174,86 @@ class ThreadRunner:
             return self._abandoned
 
 
-def _in_thread(func: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
-    _in_worker.set(True)  # in this thread's copy of the context: nested dispatch shares the token
+def _in_thread(
+    ticket: _Ticket, func: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> T:
+    _job.set(ticket)  # in this thread's copy of the context: nested dispatch shares the token
     return func(*args, **kwargs)
+
+
+class _EngineThreads:
+    """What anyio's `from_thread` functions call in an engine worker thread, in place of the
+    loop's anyio backend (they find it through the thread's mark, `_claim_for_anyio`).
+
+    `run` and `run_sync` go through the repetition's bridge, with the guarantees of
+    `asynceval.runtime.from_thread`: the call runs as a task of the run's portal, outside the
+    repetition's cancel scope, is cancelled when the repetition ends and refused after
+    (`RepetitionExpired` past its deadline, `RunFinished` once it or the run has ended); a call
+    back that dispatches more sync code runs it on this thread's token. In a thread with no
+    bridge (a `ThreadRunner` used outside a run's repetitions) they run on the caller's loop.
+    `check_cancelled` raises the loop's cancellation exception, as in anyio's own workers, once
+    the repetition has ended or the code that started this thread has stopped waiting for it.
+    Explicit `token=` calls never come here: anyio sends them to the token's own backend.
+    """
+
+    @classmethod
+    def run_async_from_thread(
+        cls, func: Callable[..., Coroutine[Any, Any, T]], args: tuple[Any, ...], token: object
+    ) -> T:
+        bridge = current_bridge()
+        if bridge is not None:
+            return bridge.call(func, *args)
+        ticket = _job.get()
+        if ticket is None:  # code of ours in an empty context: no loop to go back to
+            raise anyio.NoEventLoopError("this engine thread runs no job of any event loop")
+        if ticket.loop.is_closed():
+            raise anyio.RunFinishedError
+        return asyncio.run_coroutine_threadsafe(func(*args), ticket.loop).result()
+
+    @classmethod
+    def run_sync_from_thread(
+        cls, func: Callable[..., T], args: tuple[Any, ...], token: object
+    ) -> T:
+        result: T = cls.run_async_from_thread(_call_on_loop, (func, *args), token)
+        return result
+
+    @classmethod
+    def check_cancelled(cls) -> None:
+        bridge = current_bridge()
+        refusal = bridge.refusal() if bridge is not None else None
+        if refusal is not None:
+            raise asyncio.CancelledError(str(refusal))
+        ticket = _job.get()
+        if ticket is not None and ticket.abandoned:  # its caller was cancelled (read unlocked:
+            # a stale False only delays the answer to the next check)
+            raise asyncio.CancelledError("the task that started this thread was cancelled")
+
+
+async def _call_on_loop(func: Callable[..., T], *args: Any) -> T:
+    return func(*args)
+
+
+_ANYIO_MARK = EventLoopToken(cast(Any, _EngineThreads), None)
+
+
+def _claim_for_anyio() -> None:
+    """Mark the calling engine worker thread as anyio marks its own workers, so that
+    `anyio.from_thread.run`, `run_sync` and `check_cancelled` work in it (through
+    `_EngineThreads`) instead of raising NoEventLoopError.
+
+    anyio has no public way to do this; this is the one place that touches its private state.
+    Checked against anyio 4.11 to 4.16.0 (the `EventLoopToken` layout, pyproject asks for
+    anyio >= 4.6): its `from_thread` functions read `anyio._core._eventloop.threadlocals
+    .current_token` and call its `backend_class`'s `run_async_from_thread(func, args, token)`,
+    `run_sync_from_thread(func, args, token)` and `check_cancelled()`.
+    tests/engine/test_anyio_from_thread.py fails loudly if that changes; here a changed layout
+    only leaves anyio's bridge unavailable (asynceval's own `from_thread` still works).
+    """
+    try:
+        from anyio._core._eventloop import threadlocals
+    except ImportError:
+        return
+    threadlocals.current_token = _ANYIO_MARK
 
 
 _threads: ContextVar[ThreadRunner | None] = ContextVar("asynceval_threads", default=None)

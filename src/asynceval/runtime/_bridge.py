@@ -108,6 +108,13 @@ class Bridge:
         for scope in list(self._scopes or ()):
             scope.cancel()
 
+    def refusal(self) -> BaseException | None:
+        """What a call would be refused with now (the attempt or the run has ended), else None:
+        for worker-thread code that asks whether to stop (`anyio.from_thread.check_cancelled`)."""
+        if self._closed is None and not self._run_over.is_set():
+            return None
+        return self._refusal()
+
     def _refusal(self) -> BaseException:
         closed = self._closed
         if self._run_over.is_set():
