@@ -179,7 +179,25 @@ class ProviderError(AsyncEvalError):
 
 
 class RateLimited(ProviderError):
-    """Raised when the provider answers 429; `retry_after` holds its Retry-After in seconds, if any."""
+    """Raised when the provider answers 429; `retry_after` holds its Retry-After in seconds, if any.
+
+    `budget_empty` is True when the answer's rate-limit headers say a budget is spent (OpenAI's
+    `x-ratelimit-remaining-*` or Anthropic's `anthropic-ratelimit-*-remaining` at 0): a rate
+    refusal, which pauses the endpoint, rather than an overload; `retry_after` is then at least
+    the time until that budget is whole again, when the headers say so.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        retry_after: float | None = None,
+        body: str | None = None,
+        budget_empty: bool = False,
+    ) -> None:
+        super().__init__(message, status_code=status_code, retry_after=retry_after, body=body)
+        self.budget_empty = budget_empty
 
 
 class _AlwaysRetryable(ProviderError):

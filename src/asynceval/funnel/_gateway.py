@@ -22,10 +22,11 @@ import anyio.lowlevel
 from .. import events
 from ..config import Settings
 from ..errors import AttemptTimeout, ProviderError, RateLimited
-from ..limits import ConcurrencyController, RateLimiter, RetryPolicy
+from ..limits import ConcurrencyController, ProviderRates, RateLimiter, RetryPolicy
 from ._call import Call, call_id, caller
 from ._held import collect_if_dropped, scope_if_any
 from ._lease import Lease
+from ._signals import Signals
 from ._usage import Usage, current_usage
 
 if TYPE_CHECKING:
@@ -93,6 +94,7 @@ class Gateway:
         "endpoint",
         "rate_limiter",
         "retry_policy",
+        "signals",
         "stream_idle_timeout",
     )
 
@@ -105,6 +107,7 @@ class Gateway:
         rate_limiter: RateLimiter | None = None,
         endpoint: str | None = None,
         stream_idle_timeout: float = 60.0,
+        rates: ProviderRates | None = None,
     ) -> None:
         if not call_timeout > 0:
             raise ValueError(f"LLM_CALL_TIMEOUT must be > 0, got {call_timeout}")
@@ -116,6 +119,12 @@ class Gateway:
         self.rate_limiter = rate_limiter
         self.endpoint = endpoint
         self.stream_idle_timeout = stream_idle_timeout  # a stream's longest wait for a chunk
+        # The endpoint's rate-limit headers and 429s (`rates`: the runtime's, shared).
+        self.signals = (
+            Signals(controller, endpoint, retry_policy.max_delay, rates, rate_limiter)
+            if endpoint is not None
+            else None
+        )
 
     @classmethod
     def for_runtime(
@@ -134,6 +143,7 @@ class Gateway:
         spelling of the same)."""
         if own is None:
             own = Overrides(controller, rate_limiter, retry_policy, call_timeout)
+        shared = own.controller is None and own.rate_limiter is UNSET  # the runtime's limits
         return cls(
             controller=own.controller or runtime.limiter,
             retry_policy=own.retry_policy or runtime.retry_policy,
@@ -141,6 +151,7 @@ class Gateway:
             rate_limiter=runtime.rate if own.rate_limiter is UNSET else own.rate_limiter,
             endpoint=endpoint,
             stream_idle_timeout=own.stream_idle_timeout or runtime.settings.llm_stream_idle_timeout,
+            rates=runtime.provider_rates(endpoint) if shared else None,
         )
 
     async def call(
@@ -269,9 +280,14 @@ class Gateway:
             await collect_if_dropped(held, controller, endpoint)  # the limits, or a pause)
         await slot.__aenter__()
         lease = Lease(slot, limiter, call.usage)
+        signals = self.signals
         try:
             if limiter is not None:
                 lease._reservation = await limiter.acquire(estimated_tokens)
+            if signals is not None:
+                lease.on_answer = signals.on_answer
+                if signals.rates.active:  # the provider announced its limits: keep them
+                    await signals.acquire(lease, estimated_tokens)
             result = await self._request(attempt, lease, requeue)
         except BaseException:
             lease.release()  # the request counted (if it went); its tokens were not used
@@ -288,7 +304,7 @@ class Gateway:
     async def _request(self, attempt: Attempt[T], lease: Lease, requeue: int) -> T:
         """The provider request under the per-attempt timeout; a 429 decides, while the slot is
         still held (so queued callers see it), between an overload and a rate refusal."""
-        self.controller.sending(self.endpoint, +1)
+        lease.sent_seq = self.controller.sending(self.endpoint, +1)
         # A streamed answer is still being served after this returns: its end says so.
         lease._unsend = functools.partial(self.controller.sending, self.endpoint, -1)
         try:
@@ -309,15 +325,10 @@ class Gateway:
             )
             raise AttemptTimeout(self.call_timeout) from None
         except RateLimited as exc:
-            controller, endpoint = self.controller, self.endpoint
-            if endpoint is not None:
-                # Capped like the retry delay: a wild Retry-After cannot stall a run.
-                wait = min(exc.retry_after or 0.0, self.retry_policy.max_delay)
-                if controller.overloaded(endpoint, hold=wait):
-                    if requeue < MAX_REQUEUES:
-                        raise _TurnedAway(exc) from exc
-                elif wait > 0:
-                    controller.pause(endpoint, wait)  # a rate or quota 429
+            # An overload is sent again from the front; a rate refusal paused the endpoint.
+            signals = self.signals
+            if signals is not None and signals.refused(exc, lease) and requeue < MAX_REQUEUES:
+                raise _TurnedAway(exc) from exc
             raise
         finally:
             if not lease.kept:

@@ -23,6 +23,8 @@ class Lease:
 
     __slots__ = (
         "_held",
+        "_learned",
+        "_learned_window",
         "_limiter",
         "_released",
         "_reservation",
@@ -33,6 +35,7 @@ class Lease:
         "on_answer",
         "on_reclaim",
         "reading",
+        "sent_seq",
     )
 
     def __init__(self, slot: Slot, limiter: RateLimiter | None, usage: UsageCounter | None):
@@ -45,16 +48,21 @@ class Lease:
         self.reading = False  # a kept lease's stream is waiting for its next chunk
         self.collected = False  # a collection looked for its stream being dropped
         self.on_reclaim: Callable[[], None] | None = None  # what ends its stream (see reclaim)
-        self._unsend: Callable[[], None] | None = None  # a kept request's end at the provider
-        # What the gateway learns from each answer's headers (its rate-limit headers).
-        self.on_answer: Callable[[Mapping[str, str]], None] | None = None
+        self._unsend: Callable[[], object] | None = None  # a kept request's end at the provider
+        # What the gateway learns from each answer's headers (its rate-limit headers), told
+        # this lease and the headers.
+        self.on_answer: Callable[[Lease, Mapping[str, str]], None] | None = None
+        self.sent_seq = 0  # the request's place among its endpoint's sends (0: not sent)
+        # Its share of the windows of the limits its endpoint announced, if any.
+        self._learned: Reservation | None = None
+        self._learned_window: RateLimiter | None = None
 
     def answered(self, headers: Mapping[str, str]) -> None:
         """The provider answered this attempt (any status) with `headers`: the sender calls it
         once per answer, before reading the body, so that what the headers say (the rate
         budget left) is known to the calls that follow."""
         if self.on_answer is not None:
-            self.on_answer(headers)
+            self.on_answer(self, headers)
 
     @property
     def kept(self) -> bool:
@@ -101,15 +109,21 @@ class Lease:
             # An answer that said nothing of its usage: a failed attempt used nothing, but a
             # stream that went out and was left unread keeps its estimate (the provider spent it).
             if self._limiter is not None and self._reservation is not None:
-                if usage is not None:
-                    self._limiter.settle(self._reservation, usage.total_tokens)
-                elif not self.kept:
-                    self._limiter.settle(self._reservation, 0)
+                _settle(self._limiter, self._reservation, usage, self.kept)
+            if self._learned_window is not None and self._learned is not None:
+                _settle(self._learned_window, self._learned, usage, self.kept)
             if usage is not None and self._usage is not None:
                 self._usage.add_tokens(usage)
         finally:
             handed = self._slot.release()
         return handed
+
+
+def _settle(limiter: RateLimiter, share: Reservation, usage: Usage | None, kept: bool) -> None:
+    if usage is not None:
+        limiter.settle(share, usage.total_tokens)
+    elif not kept:
+        limiter.settle(share, 0)
 
 
 _release_lock = threading.Lock()  # held for a check-and-set only

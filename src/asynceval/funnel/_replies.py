@@ -15,6 +15,7 @@ from http import HTTPStatus
 from typing import Any, Protocol
 
 from ..errors import MalformedResponse, ProviderConnectionError, ProviderError, RateLimited
+from ..limits import read_rate_headers
 
 
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:
@@ -90,14 +91,29 @@ def _reason(status: int) -> str:
 
 
 def provider_error(reply: Reply) -> ProviderError:
-    """The `ProviderError` (`RateLimited` for a 429) an error answer stands for."""
+    """The `ProviderError` (`RateLimited` for a 429) an error answer stands for.
+
+    A 429 whose rate-limit headers say a budget is spent is marked `budget_empty` (a rate
+    refusal); its Retry-After is then at least the time until that budget is whole again."""
     status = reply.status_code
-    cls = RateLimited if status == 429 else ProviderError
-    return cls(
+    retry_after = parse_retry_after(reply.headers)
+    if status != 429:
+        return ProviderError(
+            _error_message(reply),
+            status_code=status,
+            retry_after=retry_after,
+            body=_text(reply)[:2000],
+        )
+    said = read_rate_headers(reply.headers)
+    empty = said is not None and said.empty
+    if retry_after is None and said is not None and said.refill:
+        retry_after = said.refill  # no Retry-After: the spent budget's reset says how long
+    return RateLimited(
         _error_message(reply),
         status_code=status,
-        retry_after=parse_retry_after(reply.headers),
+        retry_after=retry_after,
         body=_text(reply)[:2000],
+        budget_empty=empty,
     )
 
 

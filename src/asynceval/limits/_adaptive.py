@@ -4,9 +4,11 @@ A provider that serves fewer calls at once than our limit answers the excess wit
 serves the rest. On such a 429 the endpoint's limit drops to the calls still in flight there
 (what the provider is shown to serve) and does not grow again for the 429's Retry-After. Each
 success then adds 1/limit (about one slot per round of calls), so the limit probes the
-provider's cap again. A probe refused at the level already learnt doubles the next hold (up to
-32 times the Retry-After): a provider whose cap does not move is asked ever more rarely, and
-one whose cap grew (the limit climbs two past the level) is probed at the normal pace again.
+provider's cap again. A drop happens at most once per round trip: the 429s of requests sent
+before the last drop tell of the same overload, and do not cut again. A probe refused at the
+level already learnt doubles the next hold (up to 32 times the Retry-After): a provider whose
+cap does not move is asked ever more rarely, and one whose cap grew (the limit climbs two past
+the level) is probed at the normal pace again.
 
 This module holds no lock: the controller calls it under its own.
 """
@@ -26,13 +28,14 @@ class Change(NamedTuple):
 
 
 class _Endpoint:
-    __slots__ = ("level", "limit", "streak", "until")
+    __slots__ = ("cut_at", "level", "limit", "streak", "until")
 
     def __init__(self, limit: float) -> None:
         self.limit = limit  # fractional: successes add 1/limit
         self.level = 0  # where the last drop took it: the provider's cap as last seen
         self.streak = 0  # drops in a row at (or above) that level, each after a hold ran out
         self.until = 0.0  # no growth before this time.monotonic()
+        self.cut_at = 0  # the endpoint's sends counted when the limit last dropped
 
 
 class AdaptiveLimits:
@@ -54,9 +57,24 @@ class AdaptiveLimits:
         state = self.reduced.get(endpoint) if endpoint is not None else None
         return state is None or active < int(state.limit)
 
-    def overload(self, endpoint: str, others: int, hold: float, now: float) -> Change | None:
-        """A 429 while `others` (>= 1) calls to `endpoint` were in flight: drop to them."""
+    def overload(
+        self,
+        endpoint: str,
+        others: int,
+        hold: float,
+        now: float,
+        sent: int | None = None,
+        sends: int = 0,
+    ) -> Change | None:
+        """A 429 while `others` (>= 1) calls to `endpoint` were in flight: drop to them.
+
+        At most once per round trip: a 429 for the request that was the endpoint's `sent`-th
+        send, when the limit last dropped at its `cut_at`-th or later, answers a request sent
+        before that drop, so it is news of the same round and changes nothing. `sends` is the
+        endpoint's sends so far (the mark of this drop). `sent` None: no such check."""
         state = self.reduced.get(endpoint)
+        if state is not None and sent is not None and sent <= state.cut_at:
+            return None  # the same round as the last drop
         previous = int(state.limit) if state is not None else self.ceiling
         if state is None:
             state = self.reduced[endpoint] = _Endpoint(float(self.ceiling))
@@ -66,6 +84,7 @@ class AdaptiveLimits:
                 state.streak = min(state.streak + 1, _MAX_STREAK)  # the same cap, again
             state.level = others
             state.limit = float(others)
+            state.cut_at = sends
             change = Change(previous, others)
         if hold > 0:
             state.until = max(state.until, now + hold * 2**state.streak)

@@ -129,6 +129,7 @@ class ConcurrencyController:
         self._active = 0
         self._active_at: dict[str | None, int] = {}  # slots held per endpoint
         self._sending_at: dict[str, int] = {}  # requests out at the provider, per endpoint
+        self._sent_at: dict[str, int] = {}  # requests ever sent, per endpoint: their order
         self._adaptive = AdaptiveLimits(limit)  # endpoints whose limit is below `_limit`
         self._max_active = 0
         self._granted = 0
@@ -174,13 +175,17 @@ class ConcurrencyController:
         """The slots `endpoint` may hold at once now: its adaptive limit, else the limit."""
         return self._adaptive.limit(endpoint)
 
-    def overloaded(self, endpoint: str, hold: float = 0.0) -> bool:
+    def overloaded(self, endpoint: str, hold: float = 0.0, sent: int | None = None) -> bool:
         """Called by a holder of a slot for `endpoint` whose attempt got a 429: True when other
         calls to `endpoint` are in flight, so the provider is serving them and turned this one
         away for capacity. The endpoint's limit then drops to those calls (a `limit_changed`
         event) and does not grow for `hold` seconds (the 429's Retry-After), longer when the
         same cap refuses a probe again (see `asynceval.limits._adaptive`). False when this was
-        the only call: a rate or quota 429, which the caller handles with a pause and backoff."""
+        the only call: a rate or quota 429, which the caller handles with a pause and backoff.
+
+        `sent` is the refused request's place among the endpoint's sends (what `sending`
+        returned for it): a request sent before the limit's last drop is of the same round
+        trip, and its 429 does not drop the limit again (None: no such check)."""
         with self._lock:
             # Requests really out at the provider: not holders still waiting for their rate
             # turn, which the provider has not seen (their count would make a rate 429 look
@@ -188,7 +193,8 @@ class ConcurrencyController:
             others = self._sending_at.get(endpoint, 0) - 1
             if others < 1:
                 return False
-            change = self._adaptive.overload(endpoint, others, hold, time.monotonic())
+            sends = self._sent_at.get(endpoint, 0)
+            change = self._adaptive.overload(endpoint, others, hold, time.monotonic(), sent, sends)
         if change is not None:
             self._limit_changed(endpoint, change, others + 1, "429")
         return True
@@ -205,12 +211,23 @@ class ConcurrencyController:
             self._limit_changed(endpoint, change, self._active_at.get(endpoint, 0), "success")
             self._wake(chosen)
 
-    def sending(self, endpoint: str | None, delta: int) -> None:
+    def sending(self, endpoint: str | None, delta: int) -> int:
         """A slot holder's request for `endpoint` left (+1) or ended (-1): what `overloaded`
-        counts as served by the provider."""
-        if endpoint is not None:
-            with self._lock:
-                self._sending_at[endpoint] = self._sending_at.get(endpoint, 0) + delta
+        counts as served by the provider. Returns, for a request that left, its place among
+        the endpoint's sends (1, 2, ...: see `sends`), else 0."""
+        if endpoint is None:
+            return 0
+        with self._lock:
+            self._sending_at[endpoint] = self._sending_at.get(endpoint, 0) + delta
+            if delta <= 0:
+                return 0
+            sent = self._sent_at[endpoint] = self._sent_at.get(endpoint, 0) + 1
+        return sent
+
+    def sends(self, endpoint: str) -> int:
+        """How many requests for `endpoint` have left so far (read without the lock: a count
+        that may be one behind a send racing it from another thread)."""
+        return self._sent_at.get(endpoint, 0)
 
     def _limit_changed(self, endpoint: str, change: Change, in_flight: int, reason: str) -> None:
         events.limit_changed(

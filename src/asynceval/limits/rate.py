@@ -161,10 +161,27 @@ class RateLimiter:
             tokens_per_minute=settings.llm_tokens_per_minute,
         )
 
+    def relimit(self, *, requests_per_minute: int | None, tokens_per_minute: int | None) -> None:
+        """Change the limits in place (a provider announced others); a window already counting
+        keeps its shares, a limit given for the first time starts an empty window, and None
+        leaves that limit as it is."""
+        with self._lock:
+            period = self.window_s + self._margin
+            if requests_per_minute is not None and requests_per_minute >= 1:
+                self.requests_per_minute = requests_per_minute
+                if self._requests is None:
+                    self._requests = _Window(requests_per_minute, period)
+                self._requests.limit = float(requests_per_minute)
+            if tokens_per_minute is not None and tokens_per_minute >= 1:
+                self.tokens_per_minute = tokens_per_minute
+                if self._tokens is None:
+                    self._tokens = _Window(tokens_per_minute, period)
+                self._tokens.limit = float(tokens_per_minute)
+
     def _take(self, tokens: int, now: float) -> tuple[float, _Share | None, _Share | None]:
         """(grant time, request share, token share): this arrival's place in line."""
-        requests, window = self._requests, self._tokens
         with self._lock:
+            requests, window = self._requests, self._tokens
             at = now
             charge = 0.0
             if requests is not None:

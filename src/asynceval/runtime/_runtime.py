@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Self
 from .. import _event_output, events
 from .._writer import Writer, writer
 from ..config import Settings
-from ..limits import ConcurrencyController, RateLimiter, RetryPolicy
+from ..limits import ConcurrencyController, ProviderRates, RateLimiter, RetryPolicy
 from ._pools import Pools
 from .cache import CallCache
 
@@ -68,6 +68,7 @@ class Runtime:
         self.writer: Writer = writer()  # files are process-wide: one writer thread for all
         self._sim: SimProvider | None = None
         self._sim_lock = threading.Lock()
+        self._provider_rates: dict[str, ProviderRates] = {}  # guarded by `_sim_lock`
         # Answers of identical calls from disk (LLM_CACHE_DIR), for every model and transport.
         self.cache = (
             CallCache(self.settings.llm_cache_dir, max_bytes=self.settings.llm_cache_max_bytes)
@@ -91,6 +92,21 @@ class Runtime:
     @staticmethod
     def unbind(token: Token[Runtime | None]) -> None:
         _bound.reset(token)
+
+    def provider_rates(self, endpoint: str) -> ProviderRates:
+        """What `endpoint`'s answers announced of its rate limits, shared by every gateway on
+        this runtime's limits; it learns each limit that `rate` (LLM_REQUESTS_PER_MINUTE,
+        LLM_TOKENS_PER_MINUTE) leaves unset, since a setting always wins."""
+        with self._sim_lock:
+            rates = self._provider_rates.get(endpoint)
+            if rates is None:
+                rate = self.rate
+                rates = self._provider_rates[endpoint] = ProviderRates(
+                    endpoint,
+                    learn_requests=rate is None or rate.requests_per_minute is None,
+                    learn_tokens=rate is None or rate.tokens_per_minute is None,
+                )
+        return rates
 
     @property
     def sim(self) -> SimProvider:
