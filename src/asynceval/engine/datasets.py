@@ -37,14 +37,13 @@ mapped column a CSV or dataset lacks is refused before any row is read, listing 
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from os import PathLike
 from typing import Any, TypedDict
 
 from ..errors import TaskSpecError
+from ._dataset_columns import DATA_FIELDS, TABLE, Columns
 from ._dataset_rows import (
     BytesRead,
     Origin,
@@ -74,7 +73,6 @@ __all__ = [
     "tasks_source_info",
 ]
 
-DATA_FIELDS = ("environment_data", "user_data", "evaluation_data", "metadata")
 CHECKED_AT_OPEN_ROWS = 10_000
 """`open_tasks` reads and checks this many rows of a source at once (fewer if they are large)."""
 CHECKED_AT_OPEN_BYTES = 4 * 2**20
@@ -107,7 +105,7 @@ def load_tasks(
 ) -> list[Task]:
     """All tasks of `source` (see the module doc for forms and mapping), checked before any is
     returned: a bad row, a repeated id or no task at all is a `TaskSpecError`."""
-    columns = _Columns.of(query, id, fields)
+    columns = Columns.of(query, id, fields)
     src = resolve(source, split)
     tasks = [task for _, task in _read(src, columns)[0]]
     if not tasks:
@@ -135,7 +133,7 @@ def iter_tasks(
     loaded here, at once (a download must not stall a run's event loop when the run reaches its
     first task); its rows are still read as they are needed. Ids are not checked for repeats
     here (the engine refuses a repeat when it meets one)."""
-    columns = _Columns.of(query, id, fields)
+    columns = Columns.of(query, id, fields)
     return (task for _, task in _read(resolve(source, split), columns)[0])
 
 
@@ -174,7 +172,7 @@ def open_tasks(
     stream is iterated. A bad mapping, a source with no task, a bad row or a repeated id among
     the first rows is a `TaskSpecError` here; so a file that small is checked whole before
     anything runs, as `load_tasks` checks it."""
-    return TaskStream(source, _Columns.of(query, id, fields), split)
+    return TaskStream(source, Columns.of(query, id, fields), split)
 
 
 class TaskStream:
@@ -193,7 +191,7 @@ class TaskStream:
     describes the source for a run's manifest.
     """
 
-    def __init__(self, source: Source, columns: _Columns | None, split: str | None) -> None:
+    def __init__(self, source: Source, columns: Columns | None, split: str | None) -> None:
         self.source = os.fspath(source)
         self._origin = resolve(source, split)
         self.kind = self._origin.kind
@@ -275,7 +273,7 @@ class TaskStream:
     def _info(self) -> dict[str, Any]:
         origin, columns = self._origin, self._columns
         if columns is None and self.kind not in ("jsonl", "json"):
-            columns = _TABLE
+            columns = TABLE
         info: dict[str, Any] = {
             "source": self.source,
             "kind": self.kind,
@@ -320,107 +318,6 @@ def tasks_source_info(tasks: TaskStream) -> dict[str, Any]:
     return tasks._info()
 
 
-@dataclass(frozen=True)
-class _Columns:
-    """A checked column mapping: which column fills which Task field (module doc)."""
-
-    query: str
-    id: str | None  # None: column "id" when a row has one
-    fields: Mapping[str, tuple[str, ...]]
-
-    @classmethod
-    def of(
-        cls, query: str | None, id: str | None, fields: Mapping[str, str | Sequence[str]] | None
-    ) -> _Columns | None:
-        """The mapping given, or None when nothing was (rows are Task-field dicts)."""
-        if query is None and id is None and fields is None:
-            return None
-        for name, value in (("query", query), ("id", id)):
-            if value is not None and (not isinstance(value, str) or not value):
-                raise TaskSpecError(f"{name}= must be a column name, got {value!r}")
-        if not isinstance(fields, Mapping | None):
-            raise TaskSpecError(f"fields= must map Task fields to columns, got {fields!r}")
-        checked: dict[str, tuple[str, ...]] = {}
-        for name, names in (fields or {}).items():
-            if name not in DATA_FIELDS:
-                hint = f"; name the {name} column with {name}=" if name in ("query", "id") else ""
-                raise TaskSpecError(
-                    f"fields: {name!r} is not one of {', '.join(DATA_FIELDS)}{hint}"
-                )
-            names = (names,) if isinstance(names, str) else tuple(names)
-            if not all(isinstance(n, str) and n for n in names):
-                raise TaskSpecError(f"fields: {name}: column names must be strings, got {names!r}")
-            checked[name] = names
-        return cls(query or "query", id, checked)
-
-    def as_dict(self) -> dict[str, Any]:
-        """The mapping as `load_tasks` keywords: `query`, `id` and `fields` (lists)."""
-        return {
-            "query": self.query,
-            "id": self.id,
-            "fields": {name: list(cols) for name, cols in self.fields.items()},
-        }
-
-    def named(self) -> dict[str, str]:
-        """Every column the mapping names -> the Task field it is for."""
-        named = {column: field for field, cols in self.fields.items() for column in cols}
-        named[self.query] = "query"
-        if self.id is not None:
-            named[self.id] = "id"
-        return named
-
-    def check(self, where: str, columns: Sequence[str]) -> None:
-        """Refuse, before any row is read, a mapped column a table does not have."""
-        for column, field in self.named().items():
-            if column not in columns:
-                hint = (
-                    "; name the query's column (query= / --query-field)" if field == "query" else ""
-                )
-                raise TaskSpecError(
-                    f"{where}: {field}: no column {column!r} (columns: {', '.join(columns)}){hint}"
-                )
-
-    def task(self, row: Any) -> Task:
-        """The Task of one row; a `TaskSpecError("field: problem")` when it has none."""
-        if not isinstance(row, Mapping):
-            raise TaskSpecError(f"a task must be an object, got {type(row).__name__}")
-        have = ", ".join(map(str, row)) or "nothing"
-        named = self.named()
-        for column, field in named.items():
-            if column not in row:
-                raise TaskSpecError(f"{field}: missing (no column {column!r}; the row has {have})")
-        if row[self.query] is None or row[self.query] == "":
-            raise TaskSpecError(f"query: missing (column {self.query!r} is empty)")
-        values: dict[str, Any] = {"query": row[self.query]}
-        values.update({f: {c: row[c] for c in cols} for f, cols in self.fields.items()})
-        id_column = self.id or ("id" if "id" in row and "id" not in named else None)
-        if id_column is not None:
-            values["id"] = _id_of(row[id_column], id_column)
-        used = {*named, *([id_column] if id_column else [])}
-        # a column named after a Task field the mapping left alone fills that field as is
-        for field in ("protocol", *DATA_FIELDS):
-            if field not in values and field in row and field not in used:
-                used.add(field)
-                if row[field] is not None and row[field] != "":
-                    values[field] = _object_of(row[field], field)
-        rest = {key: value for key, value in row.items() if key not in used}
-        if rest and "metadata" not in self.fields:
-            own = values.get("metadata", {})
-            if not isinstance(own, Mapping):
-                raise TaskSpecError(f"metadata must be an object, got {own!r}")
-            if clash := sorted(set(own) & set(rest)):
-                raise TaskSpecError(
-                    f"metadata: column {clash[0]!r} is also a key of the row's metadata; "
-                    "map one of them with fields="
-                )
-            values["metadata"] = {**own, **rest}
-        return Task(**values)
-
-
-# a table's mapping when none is given: columns query and id, the rest into metadata
-_TABLE = _Columns("query", None, {})
-
-
 class _Ids:
     """A stream's ids met so far (`SeenIds`, 8 bytes each) and where each of the first
     `CHECKED_AT_OPEN_ROWS` was met, to name both rows of a repeat."""
@@ -443,30 +340,9 @@ class _Ids:
         raise TaskSpecError(f"{duplicate_message(task.id, where)} (first at {place})")
 
 
-def _object_of(value: Any, field: str) -> Any:
-    """A Task field's column as the object it holds: a table's cells are text, so a CSV's
-    `metadata` column holds its object as JSON."""
-    if not isinstance(value, str):
-        return value
-    try:
-        return json.loads(value)
-    except ValueError:
-        raise TaskSpecError(f"{field}: must hold a JSON object, got {value[:80]!r}") from None
-
-
-def _id_of(value: Any, column: str) -> str:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)  # ids in JSON files and datasets are often numbers
-    if value is None:
-        return ""  # derived from the content, as for a task given none
-    if not isinstance(value, str):
-        raise TaskSpecError(f"id: must be a string or an integer, got {value!r} ({column!r})")
-    return value
-
-
 def _read(
     src: Origin,
-    columns: _Columns | None,
+    columns: Columns | None,
     *,
     whole: bool = False,
     read: BytesRead | None = None,
@@ -485,7 +361,7 @@ def _read(
         else:
             rows = json_rows(src.name, query)
     else:
-        columns = columns or _TABLE  # a table has columns, not Task-field objects
+        columns = columns or TABLE  # a table has columns, not Task-field objects
         if src.kind.startswith("hf"):
             held = load_hf(src, columns.check) if held is None else held
             rows = numbered(f"{src.where}: row", held)
@@ -494,7 +370,7 @@ def _read(
     return ((where, _task(where, row, columns)) for where, row in rows), held
 
 
-def _task(where: str, row: Any, columns: _Columns | None) -> Task:
+def _task(where: str, row: Any, columns: Columns | None) -> Task:
     try:
         return Task.from_dict(row) if columns is None else columns.task(row)
     except (TaskSpecError, TypeError) as exc:
