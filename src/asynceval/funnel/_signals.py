@@ -63,8 +63,8 @@ class Signals:
             return  # the common case for a provider that announces nothing
         sends = self.controller.sends(self.endpoint)
         pause = self.rates.heard(said, lease.sent_seq, sends, time.monotonic())
-        if pause > 0:
-            self.pause(pause, "announced")
+        if pause > 0 and "retry-after-ms" not in headers and "retry-after" not in headers:
+            self.pause(pause, "announced")  # (a refusal's Retry-After is `refused`'s to keep)
 
     async def acquire(self, lease: Lease, tokens: int) -> None:
         """Before `lease`'s request leaves: wait out a budget the endpoint's sends have spent
