@@ -6,7 +6,8 @@ inside the cancel scope of the repetition that started the thread, so a timed-ou
 leaves no thread spinning on a cancelled scope. When the attempt ends, `close` cancels the calls
 its threads still have in flight (their slots are freed then, not when the thread returns) and
 refuses later ones at once: `RepetitionExpired` after a timeout, `RunFinished` otherwise or once
-the run has ended.
+the run has ended. anyio's own `anyio.from_thread.run` and `run_sync` come here too in those
+threads (`asynceval.engine.threads` marks them for anyio), and `check_cancelled` asks `refusal`.
 """
 
 from __future__ import annotations
