@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import shlex
 import signal
 import sys
@@ -27,13 +26,11 @@ import anyio
 from .. import _event_output, events
 from .._writer import AppendOnlyFile
 from ..config import Settings
-from ..engine import AdaptiveRepeats, Benchmark, run_lock
+from ..engine import AdaptiveRepeats, Benchmark
 from ..engine.backend import Backend
-from ..engine.results import read_header
-from ..engine.run_lock import Holder, RunLock
 from ..engine.run_paths import journal_path, new_run_id
-from ..errors import BackendLost, ConfigError, RunLocked, TaskSpecError
-from ..runtime import Runtime, Store, set_process_default
+from ..errors import BackendLost, TaskSpecError
+from ..runtime import Runtime, set_process_default
 from . import _manifest
 from ._errors import CLIError
 from ._files import (
@@ -52,6 +49,16 @@ from ._report import (
     fail_under_status,
     load_summary,
     print_summary,
+)
+from ._run_dir import (
+    check_journal,
+    check_results_file,
+    lock_dir,
+    new_manifest,
+    output_dir,
+    resuming,
+    say_taken_over,
+    write_manifest,
 )
 from ._run_options import (
     adaptive_line,
@@ -104,7 +111,7 @@ def add_parser(commands: Any) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     parse_repeats(args)
-    manifest = _resuming(args)
+    manifest = resuming(args)
     rule = adaptive_rule(args)
     options = {
         setting: getattr(args, option)
@@ -134,21 +141,21 @@ def run_command(args: argparse.Namespace) -> int:
         bench.max_concurrent_tasks = args.max_concurrent_tasks
     _check_cache(runtime)
     run_id = new_run_id()
-    out = _output_dir(args, run_id)  # only once everything else is known to be right
+    out = output_dir(args, run_id)  # only once everything else is known to be right
     with contextlib.ExitStack() as holding:
-        lock = _lock(holding, out)
+        lock = lock_dir(holding, out)
         if manifest is None:
             if args.resume is not None:  # a run of an older asynceval: its results file first
-                _check_results_file(out / "results.jsonl")
-            manifest = _new_manifest(args, out, run_id, bench, tasks, runtime.settings)
+                check_results_file(out / "results.jsonl")
+            manifest = new_manifest(args, out, run_id, bench, tasks, runtime.settings)
         else:
             _manifest.check_tasks(out, manifest["computes"]["tasks"], tasks_record(tasks))
-        _check_journal(out, args, backend)  # before the manifest: a refusal leaves no run
+        check_journal(out, args, backend)  # before the manifest: a refusal leaves no run
         _manifest.add_segment(manifest, run_id=run_id, args=args, resumed=args.resume is not None)
-        _write_manifest(out, manifest)
+        write_manifest(out, manifest)
         events_file = _events_file(out, runtime.settings)
         if lock is not None and lock.taken_over is not None:
-            _say_taken_over(out, lock.taken_over)
+            say_taken_over(out, lock.taken_over)
         return _run_and_summarise(args, bench, tasks, out, run_id, events_file, backend, rule)
     raise AssertionError("unreachable")  # pragma: no cover - the block returns or raises
 
@@ -195,97 +202,6 @@ def _run_and_summarise(
     _say_not_kept(progress.store_failures, bench.runtime, out)
     _say_abandoned(progress.threads_still_running)
     return status or errors
-
-
-def _resuming(args: argparse.Namespace) -> dict[str, Any] | None:
-    """For `--resume DIR`: its manifest, with `args` completed from it (None for a directory
-    of an older asynceval, which needs the target given again); without --resume, None."""
-    if args.resume is None:
-        if args.target is None:
-            raise CLIError(
-                "run needs a TARGET (path/file.py[:NAME] or module:NAME), or --resume DIR"
-            )
-        return None
-    out = Path(args.resume)
-    if not out.is_dir():
-        raise CLIError(f"--resume {args.resume}: no such run directory")
-    manifest = _manifest.read(out)
-    if manifest is not None:
-        _manifest.apply(args, manifest, out)
-        return manifest
-    if not (out / "results.jsonl").is_file():
-        raise CLIError(f"--resume {args.resume}: no run there (no run.json, no results.jsonl)")
-    if args.target is None:
-        raise CLIError(
-            f"--resume {args.resume}: no run.json there (a run of an older asynceval): give the "
-            "target and the options it was run with: asynceval run TARGET --resume DIR ..."
-        )
-    return None
-
-
-def _new_manifest(
-    args: argparse.Namespace,
-    out: Path,
-    run_id: str,
-    bench: Benchmark,
-    tasks: Iterable[Any],
-    settings: Settings,
-) -> dict[str, Any]:
-    """A new run's manifest; a run directory that already holds a run is refused (resume it)."""
-    if (args.resume is None and _holds_something(out / "results.jsonl")) or (
-        out / _manifest.NAME
-    ).exists():
-        raise CLIError(
-            f"{out} already holds a run: finish it with: asynceval run --resume {out}, or "
-            "choose another --out"
-        )
-    return _manifest.new(
-        run_id=run_id,
-        args=args,
-        benchmark=type(bench).__qualname__,
-        tasks=tasks_record(tasks),
-        repeats="auto" if args.repeats == "auto" else bench.n_task_repeats,
-        settings=settings.public(),
-    )
-
-
-def _check_results_file(path: Path) -> None:
-    try:
-        read_header(path)
-    except ConfigError as exc:
-        raise CLIError(str(exc)) from None
-    except OSError as exc:
-        raise CLIError(f"cannot read {path}: {exc.strerror or exc}") from None
-
-
-def _lock(holding: contextlib.ExitStack, out: Path) -> RunLock | None:
-    try:
-        return holding.enter_context(run_lock.hold(out / "results.jsonl"))
-    except RunLocked as exc:
-        raise CLIError(str(exc)) from None
-    except OSError as exc:
-        raise CLIError(f"cannot write to {out}: {exc.strerror or exc}") from None
-
-
-def _write_manifest(out: Path, manifest: dict[str, Any]) -> None:
-    try:
-        _manifest.write(out, manifest)
-    except OSError as exc:
-        raise CLIError(f"cannot write {out / _manifest.NAME}: {exc.strerror or exc}") from None
-
-
-def _say_taken_over(out: Path, holder: Holder) -> None:
-    print(
-        f"asynceval: warning: {out} was left locked by {holder.describe()}, which is no longer "
-        "running (killed?); this run takes it over",
-        file=sys.stderr,
-    )
-    events.run_lock_taken_over(
-        directory=str(out),
-        pid=holder.pid or 0,
-        host=holder.host or "",
-        started_at=holder.started_at,
-    )
 
 
 def _check_cache(runtime: Runtime) -> None:
@@ -375,19 +291,6 @@ def _first(exc: BaseException, kind: type[_E]) -> _E | None:
             if (found := _first(inner, kind)) is not None:
                 return found
     return None
-
-
-def _check_journal(out: Path, args: argparse.Namespace, backend: Backend | None) -> None:
-    """A call journal that cannot be written is found now, before the run: one line."""
-    if args.no_journal or backend is not None:
-        return
-    path = journal_path(out / "results.jsonl")
-    try:
-        Store(path).check()
-    except OSError as exc:
-        raise CLIError(
-            f"cannot write the call journal {path}: {exc}; --no-journal runs without it"
-        ) from None
 
 
 def _failure_line(error: OSError, stopped: bool, out: Path) -> str:
@@ -497,32 +400,3 @@ async def _stop_on_signals(scope: anyio.CancelScope, stopped_by: list[int]) -> N
             stopped_by.append(int(signum))
             scope.cancel()
             return
-
-
-def _output_dir(args: argparse.Namespace, run_id: str) -> Path:
-    """The run directory: --resume's, --out's (made if missing), or a new one named after the
-    target and the run id (unique: two runs started in the same second never share it)."""
-    if args.resume is not None:
-        return Path(args.resume)
-    if args.out is not None:
-        out = Path(args.out)
-        exist_ok = True
-    else:
-        name = Path(args.target.partition(":")[0]).stem or "run"
-        out = Path("results") / f"{name}-{run_id}"
-        exist_ok = False
-    try:
-        out.mkdir(parents=True, exist_ok=exist_ok)
-    except OSError as exc:
-        raise CLIError(f"cannot write to {out}: {exc.strerror or exc}") from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise CLIError(f"cannot write to {out}: Permission denied")
-    return out
-
-
-def _holds_something(path: Path) -> bool:
-    """Whether `path` exists with content (an empty one, or a device, has no results to lose)."""
-    try:
-        return path.stat().st_size > 0
-    except OSError:
-        return False
