@@ -123,3 +123,21 @@ def test_a_release_and_an_acquire_at_the_same_instant_count_the_release_first() 
     ]
     replay = check_events([start, *(_call(*line) for line in lines)])
     assert replay.max_in_flight == 1 and replay.limit_held
+
+
+def test_a_run_that_bypassed_the_funnel_is_checked_on_its_funnel_calls_only() -> None:
+    """`funnel_bypassed` makes the verdict cover only the funnel's calls (the run it is in,
+    not the one before); calls whose events carry `sdk_retry` are counted once each."""
+    clean = _run(2, 4)
+    bypassed = _run(3, 4)
+    bypassed[1]["sdk_retry"] = 1  # the acquired of c0: an SDK's retry, sent again by us
+    bypassed[3:3] = [{"event": "acquired", "call_id": "c1", "sdk_retry": 2}]
+    bypassed[4:4] = [{"event": "released", "call_id": "c1", "sdk_retry": 2}]
+    bypassed.append({"event": "funnel_bypassed", "count": 2, "clients": ["a", "b"]})
+    check = check_events(clean + bypassed)
+    assert check.ok and check.funnel_only
+    assert check.bypassed_clients == 2 and check.sdk_retry_calls == 2
+    assert [run["funnel_bypassed"] for run in check.runs] == [0, 2]
+    assert check.as_dict()["funnel_only"] is True
+    alone = check_events(clean)
+    assert not alone.funnel_only and alone.sdk_retry_calls == 0

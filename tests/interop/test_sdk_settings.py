@@ -78,6 +78,24 @@ async def test_a_request_timeout_bounds_the_request_not_its_wait_for_a_slot(
     assert [e["timeout_s"] for e in event_log.named("timeout")] == [1.0]
 
 
+def test_a_sync_sdk_clients_timeout_from_a_thread_of_the_users_is_a_timeout_too(
+    loopback: LoopBack, event_log: EventLog
+) -> None:
+    """The sync client (`openai_client(sync=True)`: the funnel on the process's background
+    loop) with `timeout=1.0` against a 5 s provider: APITimeoutError after about 1 s."""
+    url, sim = loopback(SimConfig(latency=5.0))
+    quick_url, _ = loopback(SimConfig(latency=0.01))
+    openai_client(sync=True, base_url=quick_url).chat.completions.create(**ASK)  # loop started
+    client = openai_client(sync=True, base_url=url, timeout=1.0)
+    started = time.monotonic()
+    with pytest.raises(openai.APITimeoutError):
+        client.chat.completions.create(**ASK)
+    elapsed = time.monotonic() - started
+    assert 0.95 <= elapsed < 1.5, elapsed
+    assert sim.stats()["requests"] == 1
+    assert [e["timeout_s"] for e in event_log.named("timeout")] == [1.0]
+
+
 class StackedBench(Benchmark):
     """Each task's agent makes one call with the SDK's default retries (2) on the funnel's client
     against a provider that answers 503 to everything."""
