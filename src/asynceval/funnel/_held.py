@@ -7,8 +7,10 @@ finds it. Two rules bound how long such a stream holds a slot:
 
 - a caller about to take a slot while its scope (its repetition attempt, else its own task or
   thread) holds a stream nobody is reading runs the collector first, once per such stream (a dropped
-  stream's finalizer then frees its slot on its own loop), so a task at limit 1 is never
-  blocked by the stream it abandoned;
+  stream's finalizer then frees its slot on its own loop); if streams nobody reads are still held
+  (still referenced: `stream = ...; async for _ in stream: break`) and no slot is free, they are
+  closed, with a `stream_abandoned` event each. So a task at limit 1 is never blocked by a
+  stream it abandoned, referenced or not;
 - `reclaiming_leases()` (the engine opens one per repetition attempt) releases, when it ends,
   every lease still held by streams opened inside it, with a `stream_abandoned` event each.
 """
@@ -108,22 +110,50 @@ def adopted(held: Held) -> Iterator[None]:
 async def collect_if_dropped(
     held: Held, controller: ConcurrencyController | None = None, endpoint: str | None = None
 ) -> bool:
-    """Before a slot wait: if `held` has a stream nobody is reading, run the garbage collector
-    once so a dropped one gives its slot back (its finalizer schedules the release). True if it
-    ran. A stream still referenced is untouched."""
+    """Before a slot wait for `endpoint` on `controller`: if `held` has a stream nobody is
+    reading, run the garbage collector once per such stream, so that a dropped one gives its
+    slot back (its finalizer schedules the release). If streams nobody reads are still held
+    after that and no slot is free for `endpoint`, close them (`stream_abandoned` each): the
+    caller would otherwise wait, perhaps forever, for the slot it holds itself. A stream being
+    read (by another task of the scope) is never closed; one in the scope's hands between two
+    reads is. True if anything was done."""
     # Once per stream: one that a collection did not free is referenced, and only not being
     # read at the moment (a task holding it while it makes other calls).
-    idle = [lease for lease in list(held) if not lease.reading and not lease.collected]
+    idle = [lease for lease in list(held) if not lease.reading]
     if not idle:
         return False
-    for lease in idle:
-        lease.collected = True
-    # A broken `async for` leaves the SDK's async-generator wrapper to asyncio's finalizer hook,
-    # which closes it two loop turns later; until then it still references the stream.
-    for _ in range(_FINALIZER_TURNS):
-        await anyio.lowlevel.checkpoint()
-    gc.collect()
-    return True
+    fresh = [lease for lease in idle if not lease.collected]
+    if fresh:
+        for lease in fresh:
+            lease.collected = True
+        # A broken `async for` leaves the SDK's async-generator wrapper to asyncio's finalizer
+        # hook, which closes it two loop turns later; until then it still references the stream.
+        for _ in range(_FINALIZER_TURNS):
+            await anyio.lowlevel.checkpoint()
+        gc.collect()
+        await anyio.lowlevel.checkpoint()  # the freed streams' releases, scheduled on this loop
+    if controller is None or not _must_wait(controller, endpoint):
+        return bool(fresh)
+    kept = [lease for lease in list(held) if not lease.reading]
+    for lease in kept:
+        events.stream_abandoned(agent=lease.agent, dimension=lease.dimension, call_id=lease.call_id)
+        lease.reclaim()
+    if kept:
+        await anyio.lowlevel.checkpoint()  # their releases run on their loop (this one)
+    return bool(fresh or kept)
+
+
+def _must_wait(controller: ConcurrencyController, endpoint: str | None) -> bool:
+    """Whether a slot for `endpoint` would not be granted at once: every slot is taken, callers
+    are in line already, or the endpoint's adaptive limit is lowered (its own count is not
+    public; a lowered limit is rare and the streams it closes are unread). A pause alone does
+    not count: it ends by itself."""
+    stats = controller.statistics()
+    return (
+        stats.active >= stats.limit
+        or stats.waiting > 0
+        or controller.endpoint_limit(endpoint) < stats.limit
+    )
 
 
 def reclaiming_leases() -> _Reclaiming:

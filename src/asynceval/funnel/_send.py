@@ -5,7 +5,9 @@ Both faces of the funnel come here: a model's POST (`Route.post`) and a transpor
 cookies, auth, redirects or URL merging left to do: the client's layer would cost a few hundred
 microseconds for nothing), or through the client when it routes requests itself (stock httpx
 with a proxy from the environment). The body is read within the attempt's slot and deadline, or,
-for a 2xx event stream a transport asked for, handed on with the lease (`LeasedStream`).
+for a 2xx event stream a transport asked for, read up to its first content (so that a stall
+before it is retried: `asynceval.funnel._readahead`), then handed on with the lease
+(`LeasedStream`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import httpx
 
 from ._clients import transport_of
 from ._lease import Lease
+from ._readahead import read_ahead
 from ._replies import request_errors
 from ._stream import LeasedStream
 
@@ -40,9 +43,10 @@ async def send(
     status (the caller's reader maps it); failures to connect or read raise
     `ProviderConnectionError` or `MalformedResponse`.
 
-    With `stream_then`, a 2xx event stream is not read here: the lease is kept by the returned
-    response's `LeasedStream` (each chunk within `chunk_timeout`), which calls `stream_then` once
-    it is finished, closed or collected.
+    With `stream_then`, a 2xx event stream is read here only up to its first event with
+    content (a stall before it raises `StreamStalled`, retried like a timeout); then the lease
+    is kept by the returned response's `LeasedStream` (each further chunk within
+    `chunk_timeout`), which calls `stream_then` once it is finished, closed or collected.
     """
     transport = transport_of(client)
     with request_errors():  # what the clients raise, sending, reading or closing: mapped
@@ -58,7 +62,8 @@ async def send(
                 and response.status_code < 400
                 and "text/event-stream" in response.headers.get("content-type", "")
             ):
-                stream = LeasedStream(response, lease, chunk_timeout, stream_then)
+                ahead = await read_ahead(response, lease, chunk_timeout)
+                stream = LeasedStream(response, lease, chunk_timeout, stream_then, ahead)
                 lease.keep()  # the stream releases it from now on
                 return httpx.Response(
                     response.status_code,

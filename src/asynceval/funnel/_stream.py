@@ -1,10 +1,13 @@
 """A streamed answer that holds its call's slot until it is read to the end or closed.
 
-The stream is the provider's, decoded; reading it feeds the usage scanner, and LLM_CALL_TIMEOUT
-bounds each wait for the next chunk (a stall fails as `httpx.ReadTimeout`, with a `timeout`
-event). Its end, its close, an error, a cancelled read, or, for a stream the consumer dropped
-without closing, the garbage collector, releases the lease exactly once: the slot is freed and
-the tokens the stream reported are counted.
+The stream is the provider's, decoded; what the send read ahead (`asynceval.funnel._readahead`)
+comes first, unchanged. Reading it feeds the usage scanner, and LLM_STREAM_IDLE_TIMEOUT bounds
+each wait for the next chunk (a stall fails as `httpx.ReadTimeout`, with a `stream_stalled`
+event; the slot is free before the error reaches the reader). Its end, its close, an error, a
+cancelled read, or, for a stream the consumer dropped without closing, the garbage collector,
+releases the lease exactly once: the slot is freed and the tokens the stream reported are
+counted. A stream its scope reclaimed (`asynceval.funnel._held`) ends for its reader with
+`httpx.ReadError`.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import httpx
 from .. import events
 from ..runtime import from_thread, spawn
 from ._lease import Lease
+from ._readahead import Ahead
 from ._usage import StreamUsage
 
 
@@ -90,6 +94,7 @@ class LeasedStream(httpx.AsyncByteStream):
         lease: Lease,
         timeout: float,
         leave: Callable[[], None],
+        ahead: Ahead | None = None,
     ) -> None:
         self._response = response
         self._lease = lease
@@ -105,39 +110,67 @@ class LeasedStream(httpx.AsyncByteStream):
         # Given the whole body once the stream was read to its end (the model-call cache).
         self.on_complete: Callable[[bytes], Awaitable[None]] | None = None
         self._read: list[bytes] = []
+        self._ahead: list[bytes] = []
+        self._chunks: AsyncIterator[bytes] | None = None
+        self._reclaimed = False  # closed by `close_soon`: a later read is told why
+        if ahead is not None:
+            self._ahead, self._chunks = ahead.chunks, ahead.rest
+            for chunk in self._ahead:  # counted now: a stream reclaimed unread still reports them
+                self._usage.feed(chunk)
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        chunks = self._response.aiter_bytes()
         read = self._read if self.on_complete is not None else None
         try:
+            ahead, self._ahead = self._ahead, []
+            for chunk in ahead:  # what the send read ahead, first and unchanged
+                if read is not None:
+                    read.append(chunk)
+                yield chunk
+            delivered = bool(ahead)
+            chunks = self._chunks if self._chunks is not None else self._response.aiter_bytes()
             while True:
-                self._lease.reading = True
                 try:
-                    with anyio.fail_after(self._timeout):
-                        chunk = await chunks.__anext__()
+                    chunk = await self._next(chunks, delivered)
                 except StopAsyncIteration:
                     break
-                except TimeoutError:
-                    lease = self._lease
-                    events.timeout(
-                        agent=lease.agent,
-                        dimension=lease.dimension,
-                        call_id=lease.call_id,
-                        timeout_s=self._timeout,
-                    )
-                    raise httpx.ReadTimeout(
-                        f"no stream chunk within LLM_CALL_TIMEOUT ({self._timeout} s)",
-                        request=self._response.request,
-                    ) from None
-                finally:
-                    self._lease.reading = False
                 self._usage.feed(chunk)
                 if read is not None:
                     read.append(chunk)
+                delivered = True
                 yield chunk
         finally:
             self._holder.finish(self._usage)  # at once: the slot is free before any await
             await self.aclose()
+
+    async def _next(self, chunks: AsyncIterator[bytes], delivered: bool) -> bytes:
+        """The next chunk within the idle timeout. A stall releases the lease, then raises
+        `httpx.ReadTimeout`; a stream its scope reclaimed raises `httpx.ReadError`."""
+        lease = self._lease
+        if self._reclaimed:
+            raise httpx.ReadError(
+                "the stream was closed unread while its repetition waited for a slot "
+                "(see its stream_abandoned event)",
+                request=self._response.request,
+            )
+        lease.reading = True
+        try:
+            with anyio.fail_after(self._timeout):
+                return await chunks.__anext__()
+        except TimeoutError:
+            self._holder.finish(self._usage)  # the slot is free before the reader hears of it
+            events.stream_stalled(
+                agent=lease.agent,
+                dimension=lease.dimension,
+                call_id=lease.call_id,
+                idle_s=self._timeout,
+                delivered=delivered,
+            )
+            raise httpx.ReadTimeout(
+                f"no stream chunk within LLM_STREAM_IDLE_TIMEOUT ({self._timeout:g} s)",
+                request=self._response.request,
+            ) from None
+        finally:
+            lease.reading = False
 
     async def aclose(self) -> None:
         self._holder.finish(self._usage)
@@ -153,6 +186,7 @@ class LeasedStream(httpx.AsyncByteStream):
         """Close without blocking or awaiting, from any thread (a dropped sync stream finalized
         on a loop's thread, a stream its repetition left open): the lease is released with the
         tokens read so far, the response closed and its pool entry left, on its loop."""
+        self._reclaimed = True
         loop, response = self._loop, self._response
 
         _finish_later(self._holder, loop, self._usage, lambda: spawn(loop, response.aclose()))
