@@ -36,12 +36,12 @@ from .. import events
 from ..engine.run_reports import RunReports
 from ..errors import ConfigError
 from ._batches import Batcher
+from ._grants import GrantPlugin
+from ._grants import plugin_name as grants_name
 from ._rate import RatePlugin, forget_run
 from ._worker import (
     END_OF_EVENTS,
-    PAUSE,
     RunPlugin,
-    apply_pause,
     flush_events,
     plugin_name,
     quiet_dask_logs,
@@ -158,6 +158,10 @@ class DaskBackend:
                 session = _DaskSession(client, run_id, workers, workers * tasks, size)
                 client.subscribe_topic(topic(run_id), session.on_event)
                 stack.callback(client.unsubscribe_topic, topic(run_id))
+                # Where leases are granted, the run's 429 pauses are known (before the workers'
+                # plugin, whose first lease asks for them).
+                await client.register_plugin(GrantPlugin(run_id), name=grants_name(run_id))
+                stack.push_async_callback(_unregister, client, grants_name(run_id))
                 requests, tokens = settings.llm_requests_per_minute, settings.llm_tokens_per_minute
                 if requests is not None or tokens is not None:
                     rate_name = f"{run_id}-rate"
@@ -228,19 +232,12 @@ class _DaskSession:
         self._ended: set[str] = set()
         self._all_ended = anyio.Event()
         self._expected: set[str] = set()
-        self._background: set[asyncio.Future[Any]] = set()
         self._flushed = False
         self._batches = Batcher(client, run_id, batch_size, lambda: _address(client))
 
     def on_event(self, event: tuple[float, Any]) -> None:
         """A worker's event line (or its end-of-events marker), written to our events sink."""
         _, message = event
-        if isinstance(message, list | tuple) and message and message[0] == PAUSE:
-            _, endpoint, until = message
-            self._spawn(
-                self.client.run(apply_pause, self.run_id, endpoint, until, on_error="ignore")
-            )
-            return
         if isinstance(message, list | tuple) and message and message[0] == END_OF_EVENTS:
             self._ended.add(str(message[1]))
             if self._expected and self._expected <= self._ended:
@@ -251,11 +248,6 @@ class _DaskSession:
                 events.forward(str(line))
         else:
             events.forward(str(message))
-
-    def _spawn(self, work: Any) -> None:
-        task = asyncio.ensure_future(work)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
 
     async def run(self, unit: Unit) -> dict[str, Any]:
         return await self._batches.run(unit, time.monotonic() - unit.selected_at)
@@ -286,14 +278,15 @@ async def _unregister_workers(client: Client, name: str) -> None:
         await client.unregister_worker_plugin(name)
 
 
-async def _unregister(client: Client, name: str, run_id: str) -> None:
-    """The run's scheduler plugin and its windows go; quietly, not to hide the run's outcome
-    (the scheduler may be gone)."""
+async def _unregister(client: Client, name: str, windows_of: str | None = None) -> None:
+    """A run's scheduler plugin goes, and the windows of run `windows_of` if given; quietly,
+    not to hide the run's outcome (the scheduler may be gone)."""
     with anyio.CancelScope(shield=True), anyio.move_on_after(5):
         with contextlib.suppress(Exception):
             await client.unregister_scheduler_plugin(name)
-        with contextlib.suppress(Exception):  # even if the plugin was already gone
-            await client.run_on_scheduler(forget_run, run_id)
+        if windows_of is not None:
+            with contextlib.suppress(Exception):  # even if the plugin was already gone
+                await client.run_on_scheduler(forget_run, windows_of)
 
 
 async def _close_semaphore(semaphore: Semaphore) -> None:

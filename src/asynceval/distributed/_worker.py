@@ -32,16 +32,16 @@ from ..engine.repetition import Repetitions, Unit
 from ..engine.threads import ThreadRunner, threads_scope
 from ..errors import RunFinished
 from ..runtime import Runtime
+from ._grants import PAUSE_HERE
 from ._rate import ClusterRate
-from ._slots import ClusterSlots
+from ._slots import ClusterController, ClusterSlots
 
 _run_id: ContextVar[str | None] = ContextVar("asynceval_dask_run", default=None)
 
 END_OF_EVENTS = "asynceval-end-of-events"
-PAUSE = "asynceval-pause"
+"""The last message a worker sends on a run's topic when asked to flush (`flush_events`)."""
 STOP_WAIT_S = 10.0
 """How long a stopped run's LLM calls out at the provider get to finish before they are cut."""
-"""The last message a worker sends on a run's topic when asked to flush (`flush_events`)."""
 
 
 def quiet_dask_logs() -> dict[str, int]:
@@ -150,6 +150,13 @@ class RunPlugin(WorkerPlugin):
 
     def setup(self, worker: Worker) -> None:
         self.worker = worker
+
+        # Another worker's 429 pause, sent by the scheduler (`_grants`); once per worker. A
+        # function, not a partial: Dask logs each handler it calls by its __name__.
+        def asynceval_pause_here(run: str, endpoint: str, seconds: float) -> None:
+            _pause_here(worker, run, endpoint, seconds)
+
+        worker.handlers.setdefault(PAUSE_HERE, asynceval_pause_here)
         # A worker in the caller's own process (a threaded cluster) writes to the caller's sink.
         if os.getpid() != self.caller_pid and worker not in _forwards:
             forward = _forwards[worker] = _Forward(worker)
@@ -188,17 +195,14 @@ class _WorkerRun:
         rate = None
         if requests is not None or tokens is not None:  # the run's windows, on the scheduler
             rate = ClusterRate(plugin.run_id, plugin.worker.scheduler, loop, requests, tokens)
-        self.runtime = Runtime(settings, rate=rate)
-        worker = plugin.worker
+        controller = ClusterController.from_settings(settings)
+        self.runtime = Runtime(settings, limiter=controller, rate=rate)
 
-        def share_pause(endpoint: str, seconds: float) -> None:
-            # To the caller, which has every worker apply it (`apply_pause`): an absolute time,
-            # so the hops' latency does not lengthen it.
-            message = [PAUSE, endpoint, time.time() + seconds]
-            worker.log_event(topic(plugin.run_id), message)
+        def pause_here(endpoint: str, seconds: float) -> None:
+            controller.pause(endpoint, seconds, share=False)  # one of theirs: not sent back
 
-        self.slots = ClusterSlots(semaphore, loop, share_pause)
-        self.runtime.limiter.shared = self.slots
+        self.slots = ClusterSlots(semaphore, loop, plugin.run_id, pause_here)
+        controller.shared = self.slots
         self.semaphore = semaphore
         bench = cloudpickle.loads(plugin.bench)
         self.repetitions = Repetitions(bench, settings, self.runtime.retry_policy)
@@ -318,14 +322,13 @@ async def cancel_batches(run_id: str, dask_worker: Worker) -> None:
         await plugin.running.stop_batches()
 
 
-def apply_pause(run_id: str, endpoint: str, until: float, dask_worker: Worker) -> None:
-    """Another worker's 429 paused `endpoint` until `until` (unix time): pause it here too."""
-    plugin = dask_worker.plugins.get(plugin_name(run_id))
-    if not isinstance(plugin, RunPlugin) or plugin.running is None:
-        return
-    seconds = until - time.time()
-    if seconds > 0:
-        plugin.running.runtime.limiter.pause(endpoint, seconds, share=False)
+def _pause_here(worker: Worker, run: str, endpoint: str, seconds: float) -> None:
+    """Another worker's 429 paused `endpoint` for `seconds` from now (the scheduler's handler
+    `PAUSE_HERE`): pause it here too. A run whose state is not built here yet has no call to
+    hold; its first lease brings the pauses in force."""
+    plugin = worker.plugins.get(plugin_name(run))
+    if isinstance(plugin, RunPlugin) and plugin.running is not None:
+        plugin.running.slots.learned(endpoint, seconds)
 
 
 def flush_events(run_id: str, dask_worker: Worker) -> str:
