@@ -1,8 +1,11 @@
 """The gateway: one LLM call as a retry loop of attempts, each bounded by the limits.
 
 Per attempt, in order: a concurrency slot (respecting the endpoint's 429 pause and adaptive
-limit), the rate limiter's windows (last, so the provider sees what they admitted), then the
-provider request within LLM_CALL_TIMEOUT (an `anyio.move_on_after` deadline). The retry loop
+limit), the rate limiter's windows, then, once the endpoint's provider has announced its rate
+limits, the budget it said is left and the windows of what it announced (last, so the provider
+sees what they admitted), then the provider request within LLM_CALL_TIMEOUT (an
+`anyio.move_on_after` deadline). Every answer's headers are read as it comes, and a 429 is told
+apart as an overload or a rate refusal, by `asynceval.funnel._signals`. The retry loop
 sits outside the slot, so backoff sleeps never hold one; an attempt turned away by an overloaded
 provider comes back at the front of the line instead (see `Gateway._attempt`). Every failed
 attempt that will be retried writes a `retry` event; a call that fails for good writes
