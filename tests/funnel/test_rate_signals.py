@@ -113,6 +113,12 @@ class BudgetProvider:
         return sum(1 for _, s in self.arrivals if s == status)
 
 
+async def until(condition: Callable[[], bool]) -> None:
+    """Poll a provider serving in another thread (no event of this loop can tell us)."""
+    while not condition():  # noqa: ASYNC110
+        await anyio.sleep(0.005)
+
+
 async def _one_call_each(model: OpenAIChatModel, n: int) -> list[LLMCallFailed]:
     failures: list[LLMCallFailed] = []
 
@@ -182,11 +188,9 @@ async def test_a_spent_budget_429_beside_calls_in_flight_pauses_and_keeps_the_li
         with anyio.fail_after(10):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_one_call_each, model, 10)
-                while provider.in_flight < 10:
-                    await anyio.sleep(0.005)
+                await until(lambda: provider.in_flight >= 10)
                 tg.start_soon(_one_call_each, model, 1)  # the 11th arrival: refused
-                while provider.count(429) < 1:
-                    await anyio.sleep(0.005)
+                await until(lambda: provider.count(429) >= 1)
                 await anyio.sleep(0.05)  # the refusal has reached the funnel
                 tg.start_soon(_one_call_each, model, 5)  # later calls: must wait the pause
         limit = runtime.limiter.endpoint_limit(f"http://127.0.0.1:{base_url.split(':')[2]}")
@@ -212,8 +216,7 @@ async def test_an_overload_cuts_the_limit_once_per_round_trip(
         with anyio.fail_after(10):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_one_call_each, model, 20)
-                while sim.stats()["statuses"].get("429", 0) < 15:
-                    await anyio.sleep(0.005)
+                await until(lambda: sim.stats()["statuses"].get("429", 0) >= 15)
                 await anyio.sleep(0.1)  # every refusal has reached the funnel
                 tg.cancel_scope.cancel()
     cuts = [e for e in event_log.named("limit_changed") if e["reason"] == "429"]
