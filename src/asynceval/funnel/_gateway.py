@@ -23,10 +23,11 @@ import anyio
 import anyio.lowlevel
 
 from .. import events
-from ..config import Settings
+from ..config import Hedge, Settings
 from ..errors import AttemptTimeout, ProviderError, RateLimited
 from ..limits import ConcurrencyController, ProviderRates, RateLimiter, RetryPolicy
 from ._call import Call, call_id, caller
+from ._hedge import Hedger, hedger_for
 from ._held import collect_if_dropped, scope_if_any
 from ._lease import Lease
 from ._signals import Signals
@@ -50,14 +51,17 @@ def _usage_attribute(result: object) -> Usage | None:
 
 class Overrides(NamedTuple):
     """A caller's own limits in place of its runtime's: a model's or a transport's `controller=`,
-    `rate_limiter=` and `settings=` (which fixes its retry policy and LLM_CALL_TIMEOUT). None, or
-    UNSET for the rate windows, keeps the runtime's."""
+    `rate_limiter=` and `settings=` (which fixes its retry policy, LLM_CALL_TIMEOUT,
+    LLM_STREAM_IDLE_TIMEOUT, LLM_HEDGE and LLM_HEDGE_BUDGET). None, or UNSET for the rate windows,
+    keeps the runtime's."""
 
     controller: ConcurrencyController | None = None
     rate_limiter: RateLimiter | None = UNSET
     retry_policy: RetryPolicy | None = None
     call_timeout: float | None = None
     stream_idle_timeout: float | None = None
+    hedge: Hedge | None = None
+    hedge_budget: float | None = None
 
     @classmethod
     def of(
@@ -76,6 +80,8 @@ class Overrides(NamedTuple):
             policy,
             settings.llm_call_timeout,
             settings.llm_stream_idle_timeout,
+            settings.llm_hedge,
+            settings.llm_hedge_budget,
         )
 
 
@@ -95,6 +101,7 @@ class Gateway:
         "call_timeout",
         "controller",
         "endpoint",
+        "hedger",
         "rate_limiter",
         "retry_policy",
         "signals",
@@ -111,6 +118,7 @@ class Gateway:
         endpoint: str | None = None,
         stream_idle_timeout: float = 60.0,
         rates: ProviderRates | None = None,
+        hedger: Hedger | None = None,
     ) -> None:
         if not call_timeout > 0:
             raise ValueError(f"LLM_CALL_TIMEOUT must be > 0, got {call_timeout}")
@@ -122,6 +130,7 @@ class Gateway:
         self.rate_limiter = rate_limiter
         self.endpoint = endpoint
         self.stream_idle_timeout = stream_idle_timeout  # a stream's longest wait for a chunk
+        self.hedger = hedger  # LLM_HEDGE's: None when it is off (see `asynceval.funnel._hedge`)
         # The endpoint's rate-limit headers and 429s (`rates`: the runtime's, shared).
         self.signals = (
             Signals(controller, endpoint, retry_policy.max_delay, rates, rate_limiter)
@@ -155,6 +164,7 @@ class Gateway:
             endpoint=endpoint,
             stream_idle_timeout=own.stream_idle_timeout or runtime.settings.llm_stream_idle_timeout,
             rates=runtime.provider_rates(endpoint) if shared else None,
+            hedger=hedger_for(runtime, endpoint, own.hedge, own.hedge_budget),
         )
 
     async def call(
@@ -165,13 +175,15 @@ class Gateway:
         dimension: str | None = None,
         usage_of: Callable[[T], Usage | None] | None = None,
         estimated_tokens: int = 0,
+        hedge: bool = True,
     ) -> T:
         """Make the call, retrying as the policy allows; raises `LLMCallFailed` when it gives up.
 
         `agent` and `dimension` default to the values bound with `events.bind_context`.
         `usage_of` reads the tokens a result reports (default: its `usage` attribute, if that
         is a `Usage`); a result whose attempt kept its lease (a stream) reports them when it
-        releases it.
+        releases it. `hedge=False` refuses LLM_HEDGE's second request for this call (a streamed
+        answer: its body is never hedged).
         """
         if usage_of is None:
             usage_of = _usage_attribute
@@ -181,17 +193,18 @@ class Gateway:
             time.monotonic(),
             current_usage(),
         )
+        hedger = self.hedger if hedge else None
         try:
             failure: _TurnedAway | ProviderError | None = None
             try:
                 # The first send with no frame between: most calls end here, and every frame
                 # is resumed again at each of the call's suspensions.
-                result = await self._send(attempt, call, estimated_tokens, usage_of, 0)
+                result = await self._send(attempt, call, estimated_tokens, usage_of, 0, hedger)
             except (_TurnedAway, ProviderError) as exc:
                 failure = exc
             if failure is not None:  # outside the handler: later errors are not chained to it
                 result = await self._after_first_send(
-                    failure, call, attempt, estimated_tokens, usage_of
+                    failure, call, attempt, estimated_tokens, usage_of, hedger
                 )
         except ProviderError as exc:
             raise call.failed(exc) from exc
@@ -211,13 +224,16 @@ class Gateway:
         attempt: Attempt[T],
         estimated_tokens: int,
         usage_of: Callable[[T], Usage | None],
+        hedger: Hedger | None,
     ) -> T:
         """The rest of a call whose first send failed: the first attempt's own sends again if
         it was turned away, then tenacity (a retryable failure is handed to it as attempt 1's
         outcome, so its stop, wait and before_sleep see exactly what happened)."""
         if isinstance(failure, _TurnedAway):
             try:
-                return await self._attempt(attempt, call, estimated_tokens, usage_of, failure)
+                return await self._attempt(
+                    attempt, call, estimated_tokens, usage_of, hedger, failure
+                )
             except ProviderError as exc:
                 failure = exc
         if not failure.retryable:
@@ -229,7 +245,7 @@ class Gateway:
                     failure, first = first, None
                     raise failure
                 call.attempts += 1
-                result = await self._attempt(attempt, call, estimated_tokens, usage_of)
+                result = await self._attempt(attempt, call, estimated_tokens, usage_of, hedger)
         return result
 
     async def _attempt(
@@ -238,6 +254,7 @@ class Gateway:
         call: Call,
         estimated_tokens: int,
         usage_of: Callable[[T], Usage | None],
+        hedger: Hedger | None,
         turned: _TurnedAway | None = None,
     ) -> T:
         """One attempt as the retry policy counts them (`turned`: its first send, already
@@ -255,7 +272,7 @@ class Gateway:
                 if delay > 0:
                     await anyio.sleep(delay)
             try:
-                return await self._send(attempt, call, estimated_tokens, usage_of, requeue)
+                return await self._send(attempt, call, estimated_tokens, usage_of, requeue, hedger)
             except _TurnedAway as exc:
                 turned = exc
         raise AssertionError("unreachable: the last send raises the 429 itself")
@@ -267,9 +284,13 @@ class Gateway:
         estimated_tokens: int,
         usage_of: Callable[[T], Usage | None],
         requeue: int,
+        hedger: Hedger | None = None,
     ) -> T:
         """One request: a slot (ahead of later arrivals when it comes back), its turn in the
-        rate windows, then the provider within LLM_CALL_TIMEOUT."""
+        rate windows, then the provider within LLM_CALL_TIMEOUT; with a `hedger`, raced by a
+        second one if it is slow (which comes back here without one)."""
+        if hedger is not None:
+            return await hedger.send(self, attempt, call, estimated_tokens, usage_of, requeue)
         controller, limiter, endpoint = self.controller, self.rate_limiter, self.endpoint
         slot = controller.slot(
             agent=call.agent,

@@ -37,25 +37,21 @@ With LLM_HEDGE=off (the default) the gateway holds no `Hedger` and a call costs 
 
 from __future__ import annotations
 
-import asyncio
-import math
+import contextlib
 import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import anyio
-
-from .. import events
-from ._call import Call, call_id
+from ._race import Race
 from ._usage import Usage
 
 if TYPE_CHECKING:
     from ..config import Hedge
     from ..runtime import Runtime
+    from ._call import Call
     from ._gateway import Attempt, Gateway
-    from ._lease import Lease
 
 T = TypeVar("T")
 
@@ -70,36 +66,79 @@ REFRESH = 16
 class Latencies:
     """One endpoint's recent request latencies and their p95 (None before `MIN_SAMPLES`).
 
+    A first request cancelled because its hedge answered first is a censored sample: its
+    latency is only known to be at least its time so far. Taking that time as its latency would
+    lighten the tail (every hedge would pull the p95 down, and bring more hedges); leaving it out
+    would too. So the p95 is the Kaplan-Meier estimate: a censored sample counts as still out up
+    to its time, then drops out of the count; with none censored it is the nearest-rank p95.
+
     Shared by every thread and loop of its runtime without a lock: an append or an item set is
     atomic under the GIL, and a p95 computed from a ring that another thread wrote to meanwhile is
     just as good an estimate.
     """
 
-    __slots__ = ("_count", "_ring", "p95")
+    __slots__ = ("_count", "_known", "_ring", "_still_out", "p95")
 
-    def __init__(self) -> None:
-        self._ring: list[float] = []
+    def __init__(
+        self, still_out: Callable[[], list[float]], known: Callable[[], None] | None = None
+    ) -> None:
+        self._ring: list[float] = []  # seconds; a censored sample as its time, negated
         self._count = 0
         self.p95: float | None = None
+        self._still_out = still_out  # the times so far of the requests out now
+        self._known = known  # called once, when the p95 is first known
 
-    def add(self, seconds: float) -> None:
-        """One request's latency."""
+    def add(self, seconds: float, censored: bool = False) -> None:
+        """One request's latency (`censored`: at least this long; it never answered)."""
         count = self._count
+        value = -seconds if censored else seconds
         if count < WINDOW:
-            self._ring.append(seconds)
+            self._ring.append(value)
         else:
-            self._ring[count % WINDOW] = seconds
+            self._ring[count % WINDOW] = value
         self._count = count = count + 1
         if count >= MIN_SAMPLES and (count - MIN_SAMPLES) % REFRESH == 0:
-            ordered = sorted(self._ring)
-            self.p95 = ordered[math.ceil(0.95 * len(ordered)) - 1]  # nearest rank
+            # Requests still out are censored samples too (at least this slow so far): else the
+            # slow ones would be missing until they answer (early in a run, all of them).
+            still = [-seconds for seconds in self._still_out()]
+            p95 = _p95(self._ring + still if still else self._ring)
+            if p95 is not None:  # else the last estimate stands
+                known, self.p95 = self.p95 is not None, p95
+                if not known and self._known is not None:
+                    self._known()
+
+
+def _p95(ring: list[float]) -> float | None:
+    """The Kaplan-Meier p95 of `ring` (censored samples negated): the first answer time at which
+    the share still out falls to 5%; None when it never does, as early in a run, when the
+    requests still out are the slow ones and nothing has answered as late yet (the tail is not
+    known: no hedging on a guess)."""
+    ordered = sorted(ring, key=abs)
+    at_risk = len(ordered)
+    out = 1.0  # the share of requests still out
+    for value in ordered:
+        if value >= 0:  # an answer
+            out *= 1.0 - 1.0 / at_risk
+            if out <= 0.05 + 1e-9:
+                return value
+        at_risk -= 1
+    return None
 
 
 class Hedging:
     """One runtime's hedging: the rule, the budget and what was spent of it, and each endpoint's
     `Hedger` (see the module)."""
 
-    __slots__ = ("__weakref__", "_endpoints", "_lock", "budget", "delay", "hedges", "requests")
+    __slots__ = (
+        "__weakref__",
+        "_endpoints",
+        "_lock",
+        "budget",
+        "delay",
+        "hedges",
+        "requests",
+        "waiting",
+    )
 
     def __init__(self, rule: Hedge, budget: float) -> None:
         if rule == "off":
@@ -108,6 +147,9 @@ class Hedging:
         self.budget = budget
         self.requests = 0  # first requests sent through its hedgers (lost increments: fewer hedges)
         self.hedges = 0
+        # Requests past their delay that found the budget spent, by when they left: the one
+        # out the longest gets the next hedge the budget allows (the slowest set the tail).
+        self.waiting: dict[Race[Any], None] = {}
         self._endpoints: dict[str | None, Hedger] = {}
         self._lock = threading.Lock()
 
@@ -119,41 +161,80 @@ class Hedging:
                 hedger = self._endpoints[endpoint] = Hedger(self)
             return hedger
 
-    def spend(self) -> bool:
-        """Take one hedge from the budget if it allows one more."""
+    def spend(self, race: Race[Any]) -> bool:
+        """Take one hedge from the budget for `race` if it allows one more and no request out
+        longer waits for it; else `race` waits, and the one out the longest is woken."""
         with self._lock:
-            if self.hedges + 1 > self.budget * self.requests:
-                return False
-            self.hedges += 1
-            return True
+            allowed = self.hedges + 1 <= self.budget * self.requests
+            oldest = min(self.waiting, key=_sent_at) if self.waiting else None
+            if allowed and (oldest is None or oldest.sent_at >= race.sent_at):
+                self.waiting.pop(race, None)
+                self.hedges += 1
+                return True
+            self.waiting[race] = None
+            race.due = True
+        if allowed and oldest is not None:
+            oldest.wake()
+        return False
+
+    def sent(self) -> None:
+        """One more first request: the budget grows; a request waiting for it is woken."""
+        self.requests += 1
+        if self.waiting and self.hedges + 1 <= self.budget * self.requests:
+            with self._lock:
+                oldest = min(self.waiting, key=_sent_at) if self.waiting else None
+            if oldest is not None:
+                oldest.wake()
+
+    def unwait(self, race: Race[Any]) -> None:
+        """`race` is over: it waits for nothing."""
+        with self._lock:
+            self.waiting.pop(race, None)
 
 
-_of_runtime: weakref.WeakKeyDictionary[Runtime, Hedging] = weakref.WeakKeyDictionary()
+def _sent_at(race: Race[Any]) -> float:
+    return race.sent_at
+
+
+_of_runtime: weakref.WeakKeyDictionary[Runtime, dict[tuple[Hedge, float], Hedging]] = (
+    weakref.WeakKeyDictionary()
+)
 _of_runtime_lock = threading.Lock()
 
 
-def hedger_for(runtime: Runtime, endpoint: str | None) -> Hedger | None:
-    """The hedger of `endpoint` on `runtime`, or None with LLM_HEDGE=off. Each runtime's hedging
-    is kept beside it here, as long as it lives (the runtime layer sits below the funnel)."""
+def hedger_for(
+    runtime: Runtime, endpoint: str | None, rule: Hedge | None = None, budget: float | None = None
+) -> Hedger | None:
+    """The hedger of `endpoint` on `runtime` under `rule` and `budget` (default: the runtime's
+    LLM_HEDGE and LLM_HEDGE_BUDGET; a caller's own settings may give others), or None for `off`.
+    Each runtime's hedging is kept beside it here as long as it lives (the runtime layer sits
+    below the funnel), one per rule and budget: callers under one rule share one budget."""
     settings = runtime.settings
-    if settings.llm_hedge == "off":
+    rule = settings.llm_hedge if rule is None else rule
+    if rule == "off":
         return None
+    budget = settings.llm_hedge_budget if budget is None else budget
     with _of_runtime_lock:
-        hedging = _of_runtime.get(runtime)
+        kept = _of_runtime.setdefault(runtime, {})
+        hedging = kept.get((rule, budget))
         if hedging is None:
-            hedging = Hedging(settings.llm_hedge, settings.llm_hedge_budget)
-            _of_runtime[runtime] = hedging
+            hedging = kept[rule, budget] = Hedging(rule, budget)
     return hedging.endpoint(endpoint)
 
 
 class Hedger:
     """Hedges the calls of one endpoint: `send` is the gateway's one request, raced by a hedge."""
 
-    __slots__ = ("hedging", "latencies")
+    __slots__ = ("_out", "hedging", "latencies")
 
     def __init__(self, hedging: Hedging) -> None:
         self.hedging = hedging
-        self.latencies = Latencies() if hedging.delay is None else None
+        self.latencies: Latencies | None = None
+        # LLM_HEDGE=p95: the first requests out now (a dict as an insertion-ordered set: its
+        # item set and pop are atomic, so its threads need no lock).
+        self._out: dict[Race[Any], None] = {}
+        if hedging.delay is None:
+            self.latencies = Latencies(self._still_out, self._known)
 
     def delay(self) -> float | None:
         """How long a request may be out before it is hedged; None: not yet known."""
@@ -170,11 +251,38 @@ class Hedger:
         requeue: int,
     ) -> T:
         """`gateway._send` of one attempt, hedged once if it is still out after `delay()`."""
-        self.hedging.requests += 1
-        race = _Race(self, gateway, attempt, call, estimated_tokens, usage_of)
+        self.hedging.sent()
+        race = Race(self, gateway, attempt, call, estimated_tokens, usage_of)
         return await race.run(requeue)
 
-    def may_hedge(self, gateway: Gateway, estimated_tokens: int) -> bool:
+    def out(self, race: Race[Any]) -> None:
+        """`race`'s first request has left. With LLM_HEDGE=p95, until it answers it counts as a
+        censored sample in each p95 computed (at least this slow so far: a p95 of the answers
+        alone would miss the slow requests still out, all of them early in a run); sent before
+        the p95 was known, it is timed once it is."""
+        if self.latencies is not None:
+            self._out[race] = None
+            if race.delay is None and self.latencies.p95 is not None:
+                race.arm()  # learned meanwhile
+
+    def back(self, race: Race[Any]) -> None:
+        """`race` is over."""
+        if self._out:
+            self._out.pop(race, None)
+
+    def _still_out(self) -> list[float]:
+        now = time.monotonic()
+        return [now - race.sent_at for race in tuple(self._out)]
+
+    def _known(self) -> None:
+        """The p95 is first known: time the first requests out (each on its own loop)."""
+        for race in tuple(self._out):
+            loop = race.loop
+            if loop is not None:
+                with contextlib.suppress(RuntimeError):  # that loop has closed
+                    loop.call_soon_threadsafe(race.arm)
+
+    def may_hedge(self, race: Race[Any], gateway: Gateway, estimated_tokens: int) -> bool:
         """Whether a hedge may go now (see the module), taking it from the budget if so."""
         controller, endpoint = gateway.controller, gateway.endpoint
         if controller.shared is not None:
@@ -191,196 +299,4 @@ class Hedger:
                 tokens is not None and tokens < estimated_tokens
             ):
                 return False
-        return self.hedging.spend()
-
-
-async def _discard(result: object) -> None:
-    """Close a losing answer that also arrived, if it holds anything (a response stream keeps its
-    slot until closed); its tokens were counted when its request released its slot."""
-    close = getattr(result, "aclose", None)
-    if close is not None:
-        with anyio.CancelScope(shield=True):
-            await close()
-
-
-class _Race(Generic[T]):
-    """One attempt's first request, and its hedge if one goes (see the module).
-
-    The first request runs in the caller's task inside `scope`, which the hedge cancels when it
-    answers first; the hedge runs in a task of its own, started from a timer when the delay
-    passes, inside `hedge_scope`, which the caller cancels when its request answers first (or
-    the call is cancelled); then it waits for the hedge's task to end, shielded, so that no slot
-    outlives the call. Both run on the caller's loop: `winner` needs no lock.
-    """
-
-    __slots__ = (
-        "_attempt",
-        "_call",
-        "_estimated",
-        "_gateway",
-        "_hedger",
-        "_usage_of",
-        "delay",
-        "first_at",
-        "hedge_at",
-        "hedge_result",
-        "hedge_scope",
-        "hedge_sent_at",
-        "over",
-        "scope",
-        "sent_at",
-        "task",
-        "timer",
-        "winner",
-    )
-
-    def __init__(
-        self,
-        hedger: Hedger,
-        gateway: Gateway,
-        attempt: Attempt[T],
-        call: Call,
-        estimated_tokens: int,
-        usage_of: Callable[[T], Usage | None],
-    ) -> None:
-        self._hedger = hedger
-        self._gateway = gateway
-        self._attempt = attempt
-        self._call = call
-        self._estimated = estimated_tokens
-        self._usage_of = usage_of
-        self.delay = hedger.delay()
-        self.scope = anyio.CancelScope()
-        self.sent_at = self.first_at = 0.0  # monotonic; 0: not sent / not answered
-        self.timer: asyncio.TimerHandle | None = None
-        self.task: asyncio.Task[None] | None = None
-        self.winner: str | None = None  # "first" or "hedge": whichever answered first
-        self.over = False  # the race is decided or abandoned: a hedge not yet started stays home
-        self.hedge_scope: anyio.CancelScope | None = None
-        self.hedge_result: T | None = None
-        self.hedge_sent_at = self.hedge_at = 0.0
-
-    async def run(self, requeue: int) -> T:
-        """The attempt's outcome: the first answer of the two, else the first request's error."""
-        failure: Exception | None = None
-        try:
-            with self.scope:
-                try:
-                    result = await self._gateway._send(
-                        self._first, self._call, self._estimated, self._usage_of, requeue
-                    )
-                except Exception as exc:  # a cancellation passes: the call's, or the hedge's win
-                    failure = exc
-                else:
-                    self.first_at = time.monotonic()
-                    if self.winner is None:
-                        self.winner = "first"
-                        self._learn(self.first_at - self.sent_at)
-                        return result
-                    await _discard(result)  # the hedge won in the same turn of the loop
-            if self.winner == "hedge":
-                return self.hedge_result  # type: ignore[return-value]  # set with the winner
-            self._stop_timer()  # the first failed before its delay: no hedge now
-            if self.task is not None:
-                await asyncio.wait((self.task,))  # the hedge is out: its answer may still win
-                if self.winner == "hedge":
-                    return self.hedge_result  # type: ignore[return-value]
-            assert failure is not None  # only the hedge's win cancels `scope`
-            raise failure
-        finally:
-            await self._end()
-
-    async def _first(self, lease: Lease) -> T:
-        """The first request, timed from when it leaves: its delay starts then."""
-        self.sent_at = time.monotonic()
-        if self.delay is not None:
-            self.timer = asyncio.get_running_loop().call_later(self.delay, self._due)
-        return await self._attempt(lease)
-
-    def _due(self) -> None:
-        """The delay passed with the first request still out: hedge it if there is room. A loop
-        callback, run in a copy of the caller's context (its agent, usage counter, runtime), which
-        the hedge's task copies in turn."""
-        self.timer = None
-        if self.over or self.winner is not None:
-            return
-        if not self._hedger.may_hedge(self._gateway, self._estimated):
-            return
-        call = self._call
-        hedge = Call(call.agent, call.dimension, call_id(), time.monotonic(), call.usage)
-        events.hedge_sent(
-            agent=call.agent,
-            dimension=call.dimension,
-            call_id=call.call_id,
-            hedge_call_id=hedge.call_id,
-            after_s=self.delay or 0.0,
-        )
-        if call.usage is not None:
-            call.usage.hedges += 1
-        # An asyncio task, not an anyio one: a loop callback has no task for anyio to find its
-        # backend by. The hedge makes its cancel scope once it runs.
-        self.task = asyncio.get_running_loop().create_task(self._hedge(hedge))
-
-    async def _hedge(self, hedge: Call) -> None:
-        """The hedge's task: one request; if it answers first, the first request is cancelled."""
-        if self.over:  # the first request ended before this task began
-            return
-        self.hedge_scope = anyio.CancelScope()  # set before this task first suspends
-        with self.hedge_scope:
-            try:
-                result = await self._gateway._send(
-                    self._hedge_attempt, hedge, self._estimated, self._usage_of, 0
-                )
-            except Exception:
-                return  # the first request decides (see `run`)
-            self.hedge_at = time.monotonic()
-            self._learn(self.hedge_at - self.hedge_sent_at)
-            if self.winner is None:
-                self.winner, self.hedge_result = "hedge", result
-                self._call.handed_on = hedge.handed_on
-                self.scope.cancel()
-            else:
-                await _discard(result)
-
-    async def _hedge_attempt(self, lease: Lease) -> T:
-        self.hedge_sent_at = time.monotonic()
-        return await self._attempt(lease)
-
-    def _stop_timer(self) -> None:
-        timer, self.timer = self.timer, None
-        if timer is not None:
-            timer.cancel()
-
-    def _learn(self, seconds: float) -> None:
-        latencies = self._hedger.latencies
-        if latencies is not None:
-            latencies.add(seconds)
-
-    async def _end(self) -> None:
-        """Whatever the outcome: no timer left, the hedge over (cancelled if still out, waited
-        for shielded: its slot is released before the call returns), and `hedge_won` said."""
-        self.over = True
-        self._stop_timer()
-        task = self.task
-        if task is None:
-            return
-        if self.hedge_scope is not None:
-            self.hedge_scope.cancel()
-        if not task.done():
-            with anyio.CancelScope(shield=True):
-                await asyncio.wait((task,))
-        saved = None
-        if self.winner == "hedge":
-            if self.first_at:  # the first answered too, just later
-                saved = self.first_at - self.hedge_at
-            elif self.sent_at:  # cancelled: at least this slow (see the module)
-                self._learn(time.monotonic() - self.sent_at)
-        if self.winner is not None:
-            call = self._call
-            events.hedge_won(
-                agent=call.agent,
-                dimension=call.dimension,
-                call_id=call.call_id,
-                winner=self.winner,
-                saved_s=saved,
-            )
+        return self.hedging.spend(race)
