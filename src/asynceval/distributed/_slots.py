@@ -14,10 +14,11 @@ back, and a free lease nobody here wants goes back after `LINGER_S`.
 A rate 429's pause is known where leases are granted before a lease goes back (DESIGN section
 17): this worker's own pause (`paused`) is known here at once and sent to the scheduler, and
 every lease this worker returns waits until the scheduler has it (`_grants`: it has told every
-worker by then, and each grant carries the pauses in force). Callers for a paused endpoint keep
-their place in line but are skipped, as in the controller; while only they wait, no lease is
-asked for. Such a caller holds its worker's own slot meanwhile (it was already past that line
-when the pause came), so a pause can keep a few of a worker's slots from other endpoints.
+worker by then, and each grant carries the pauses in force). A caller waiting here for a
+paused endpoint holds its worker's own slot, which calls to other endpoints could use: one that
+came through `ClusterController` gives it back and waits out the pause in its worker's line,
+from the front; any other keeps its place here but is skipped until the pause ends. While only
+such callers wait, no lease is asked for.
 """
 
 from __future__ import annotations
@@ -51,8 +52,15 @@ _SAME_S = 0.05
 """A pause heard again (each grant repeats it) that ends within this of the one known here is
 that one, a hop later: not news."""
 
-_asking: ContextVar[str | None] = ContextVar("asynceval_lease_endpoint", default=None)
-"""The endpoint of the call whose slot is being taken (`ClusterController`)."""
+_asking: ContextVar[tuple[str | None] | None] = ContextVar("asynceval_lease_for", default=None)
+"""(endpoint,) of the call whose slot `ClusterController` is taking, which can wait out a pause
+in the worker's line (`_Bounced`); None for any other caller."""
+
+
+class _Bounced(Exception):
+    """Raised to a caller waiting for a lease whose endpoint is paused, so that it gives its
+    worker's own slot back and waits out the pause in that worker's line (never escapes
+    `ClusterController`'s slots)."""
 
 
 class ClusterController(ConcurrencyController):
@@ -75,21 +83,25 @@ class _EndpointSlot(Slot):
     __slots__ = ()
 
     async def __aenter__(self) -> Slot:
-        token = _asking.set(self.endpoint)  # for the lease taken after the worker's own slot
-        try:
-            return await super().__aenter__()
-        finally:
-            _asking.reset(token)
+        while True:
+            token = _asking.set((self.endpoint,))  # for the lease taken after the own slot
+            try:
+                return await super().__aenter__()  # gives the own slot back on any error
+            except _Bounced:
+                self.front = True  # it waited its turn already: ahead of later arrivals
+            finally:
+                _asking.reset(token)
 
 
 class _Asking:
     """A caller in line for a lease: done when handed one."""
 
-    __slots__ = ("endpoint", "future")
+    __slots__ = ("bounce", "endpoint", "future")
 
-    def __init__(self, future: asyncio.Future[None], endpoint: str | None) -> None:
+    def __init__(self, future: asyncio.Future[None], endpoint: str | None, bounce: bool) -> None:
         self.future = future
         self.endpoint = endpoint
+        self.bounce = bounce  # whether a pause sends it back to its worker's line
 
 
 class ClusterSlots:
@@ -140,7 +152,8 @@ class ClusterSlots:
                 self._loop.call_soon_threadsafe(work, endpoint, seconds)
 
     def _announce(self, endpoint: str, seconds: float) -> None:
-        self._note(endpoint, seconds)
+        if self._note(endpoint, seconds):  # (the controller has it: it told us)
+            self._bounce_line(endpoint)
         task = self._loop.create_task(self._send_pause(endpoint, seconds))
         self._announcing.add(task)
         task.add_done_callback(self._announcing.discard)
@@ -155,8 +168,26 @@ class ClusterSlots:
             await getattr(scheduler, PAUSE)(run=self._run, endpoint=endpoint, seconds=seconds)
 
     def _learn(self, endpoint: str, seconds: float) -> None:
-        if self._note(endpoint, seconds) and self._on_pause is not None:
-            self._on_pause(endpoint, seconds)
+        if self._note(endpoint, seconds):
+            if self._on_pause is not None:
+                self._on_pause(endpoint, seconds)  # first: the callers sent back find it there
+            self._bounce_line(endpoint)
+
+    def _bounce_line(self, endpoint: str) -> None:
+        """The callers in line for `endpoint`, now paused, that can wait it out in their
+        worker's line go there (their own slots free for other endpoints meanwhile)."""
+        for waiter in [w for w in self._waiters if w.bounce and w.endpoint == endpoint]:
+            self._waiters.remove(waiter)
+            if not waiter.future.done():
+                waiter.future.set_exception(_Bounced())
+
+    def _bounce(self, endpoint: str | None) -> None:
+        """Send a caller that arrives for a paused endpoint back to its worker's line, which is
+        made to hold the pause as long as it is known here (so it does not come straight back)."""
+        left = self._left(endpoint)
+        if endpoint is not None and self._on_pause is not None:
+            self._on_pause(endpoint, left)
+        raise _Bounced
 
     def _note(self, endpoint: str, seconds: float) -> bool:
         """`endpoint` is paused for `seconds` from now; whether that is news here. Its callers
@@ -194,16 +225,21 @@ class ClusterSlots:
         return bool(self._held)
 
     async def acquire(self, endpoint: str | None = None) -> None:
-        """A lease for a call to `endpoint` (default: the one `ClusterController` is taking a
-        slot for), in line order, skipping the line while that endpoint is paused."""
-        if endpoint is None:
-            endpoint = _asking.get()
+        """A lease for a call to `endpoint`, in line order, skipping the line while that
+        endpoint is paused. Without `endpoint`, for the call `ClusterController` is taking a
+        slot for, which a pause sends back to its worker's line instead (`_Bounced`)."""
+        bounce = False
+        if endpoint is None and (asked := _asking.get()) is not None:
+            (endpoint,), bounce = asked, True
         if self._closed:
             raise RunFinished("the run has ended on this worker: no more LLM calls")
-        if self._free and not self._waiters and not self._left(endpoint):
+        if self._pauses and self._left(endpoint):
+            if bounce:
+                self._bounce(endpoint)
+        elif self._free and not self._waiters:
             self._free -= 1
             return
-        waiter = _Asking(self._loop.create_future(), endpoint)
+        waiter = _Asking(self._loop.create_future(), endpoint, bounce)
         self._waiters.append(waiter)
         self._serve()  # a lease kept free while only callers for a paused endpoint waited
         self._get_more()
