@@ -3,14 +3,15 @@ whose stream the consumer dropped without reading it to the end or closing it.
 
 Nothing tells a stream that its consumer broke out of `async for`: the OpenAI SDK's stream keeps
 itself alive through its own suspended generator, so only the garbage collector's cycle pass
-finds it. Two rules bound how long such a stream holds a slot:
+finds it. Three rules bound how long such a stream holds a slot:
 
-- a caller about to take a slot while its scope (its repetition attempt, else its own task or
-  thread) holds a stream nobody is reading runs the collector first, once per such stream (a dropped
-  stream's finalizer then frees its slot on its own loop); if streams nobody reads are still held
-  (still referenced: `stream = ...; async for _ in stream: break`) and no slot is free, they are
-  closed, with a `stream_abandoned` event each. So a task at limit 1 is never blocked by a
-  stream it abandoned, referenced or not;
+- a caller about to wait for a slot (none is free) while its scope (its repetition attempt, else
+  its own task or thread) holds streams nobody is reading closes them first, with a
+  `stream_abandoned` event each, whether a variable still refers to them (`stream = ...;
+  async for _ in stream: break`) or not: so a task at limit 1 is never blocked by a stream it
+  left, and a run of such tasks never deadlocks;
+- the garbage collector frees a dropped stream's slot whenever it finds the stream (its
+  finalizer releases the lease on the stream's loop);
 - `reclaiming_leases()` (the engine opens one per repetition attempt) releases, when it ends,
   every lease still held by streams opened inside it, with a `stream_abandoned` event each.
 """
@@ -18,7 +19,6 @@ finds it. Two rules bound how long such a stream holds a slot:
 from __future__ import annotations
 
 import asyncio
-import gc
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,14 +33,11 @@ from .. import events
 from .._scoped import Scoped
 from ..limits import ConcurrencyController
 
-_FINALIZER_TURNS = 3
-
 
 class HeldLease(Protocol):
     """What the scope needs of a kept lease (`_lease.Lease`)."""
 
     reading: bool
-    collected: bool
 
     @property
     def call_id(self) -> str: ...
@@ -110,37 +107,24 @@ def adopted(held: Held) -> Iterator[None]:
 async def collect_if_dropped(
     held: Held, controller: ConcurrencyController | None = None, endpoint: str | None = None
 ) -> bool:
-    """Before a slot wait for `endpoint` on `controller`: if `held` has a stream nobody is
-    reading, run the garbage collector once per such stream, so that a dropped one gives its
-    slot back (its finalizer schedules the release). If streams nobody reads are still held
-    after that and no slot is free for `endpoint`, close them (`stream_abandoned` each): the
-    caller would otherwise wait, perhaps forever, for the slot it holds itself. A stream being
-    read (by another task of the scope) is never closed; one in the scope's hands between two
-    reads is. True if anything was done."""
-    # Once per stream: one that a collection did not free is referenced, and only not being
-    # read at the moment (a task holding it while it makes other calls).
-    idle = [lease for lease in list(held) if not lease.reading]
-    if not idle:
+    """Before a slot wait for `endpoint` on `controller`: if no slot is free for it and `held`
+    has streams nobody is reading (dropped unclosed, or still referenced: `async for ...:
+    break`), close them, with a `stream_abandoned` event each, so that the caller does not wait,
+    perhaps forever, for a slot it holds itself. A stream being read (by another task of the
+    scope) is never closed; one that its reader holds between two reads is. True if any was.
+
+    No garbage collection: a full one costs tens of milliseconds on a large heap, blocking the
+    loop, and would only tell a dropped stream from a referenced one, which end the same way.
+    While a slot is free, nothing is closed: the stream blocks nobody yet.
+    """
+    idle = [lease for lease in list(held) if not lease.reading]  # released from any thread
+    if controller is None or not idle or not _must_wait(controller, endpoint):
         return False
-    fresh = [lease for lease in idle if not lease.collected]
-    if fresh:
-        for lease in fresh:
-            lease.collected = True
-        # A broken `async for` leaves the SDK's async-generator wrapper to asyncio's finalizer
-        # hook, which closes it two loop turns later; until then it still references the stream.
-        for _ in range(_FINALIZER_TURNS):
-            await anyio.lowlevel.checkpoint()
-        gc.collect()
-        await anyio.lowlevel.checkpoint()  # the freed streams' releases, scheduled on this loop
-    if controller is None or not _must_wait(controller, endpoint):
-        return bool(fresh)
-    kept = [lease for lease in list(held) if not lease.reading]
-    for lease in kept:
+    for lease in idle:
         events.stream_abandoned(agent=lease.agent, dimension=lease.dimension, call_id=lease.call_id)
         lease.reclaim()
-    if kept:
-        await anyio.lowlevel.checkpoint()  # their releases run on their loop (this one)
-    return bool(fresh or kept)
+    await anyio.lowlevel.checkpoint()  # their releases run on their loop (this one) first
+    return True
 
 
 def _must_wait(controller: ConcurrencyController, endpoint: str | None) -> bool:
