@@ -96,11 +96,14 @@ def _add_caps(serve_cmd: argparse.ArgumentParser) -> None:
         "--rpm", type=int, default=None, help="requests per rate window (a minute); over: 429"
     )
     serve_cmd.add_argument(
+        "--tpm", type=int, default=None, help="tokens per rate window (a minute); over: 429"
+    )
+    serve_cmd.add_argument(
         "--rate-window",
         type=float,
         default=60.0,
         metavar="SECONDS",
-        help="the window of --rpm and of the window_max_* stats (default 60)",
+        help="the window of --rpm, --tpm and of the window_max_* stats (default 60)",
     )
     serve_cmd.add_argument(
         "--retry-after", type=float, default=1.0, help="Retry-After sent with 429/503 (seconds)"
@@ -134,6 +137,7 @@ def sim_serve(args: argparse.Namespace) -> int:
             latency_distribution=args.distribution,
             max_concurrency=args.max_concurrency,
             rpm=args.rpm,
+            tpm=args.tpm,
             rate_window=args.rate_window,
             retry_after=args.retry_after,
             fail_first=args.fail_first,

@@ -5,19 +5,24 @@ Responses API), `POST /v1/messages` (Anthropic), `GET /v1/models` and `GET /v1/m
 `GET /stats`, `POST /stats/reset`. Unknown paths answer 404, wrong methods 405, unreadable
 bodies and parameters the simulator cannot honour 400.
 
-A completion request goes through, in order: counting, the RPM cap, the concurrency cap (both
-answer 429 at once and are not in flight), then, once admitted and in flight: `fail_first`,
+A completion request goes through, in order: counting, the RPM and TPM caps, the concurrency cap
+(all answer 429 at once and are not in flight), then, once admitted and in flight: `fail_first`,
 `fault_rates`, `hang_rate`, the latency sleep, `malformed_rate`/`truncated_rate`, the answer.
 A streamed answer (`"stream": true`) is sent as server-sent events once the latency has passed,
 `stream_chunk_delay` seconds between two events; the request stays in flight until the last
 event is sent or the client goes away. Truncation cuts a stream after half its events.
+
+With an RPM or TPM cap on, every answer of a completion route announces the caps in rate-limit
+headers, OpenAI's `x-ratelimit-*` on `/v1/chat/completions` and `/v1/responses`, Anthropic's
+`anthropic-ratelimit-*` on `/v1/messages` (limits per minute, what the window has left, when it
+is whole again; see `asynceval.sim._rates`). A cap's 429 says its budget is spent (remaining 0,
+with `retry-after-ms`); a concurrency 429 does not (an overload).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import time
 from typing import Any, NamedTuple
 
@@ -39,9 +44,10 @@ from asynceval.sim._asgi import (
 from asynceval.sim._config import SimConfig
 from asynceval.sim._dialect import BadRequest, Dialect, Parsed, Usage, status_message
 from asynceval.sim._faults import Corruption, Draws
-from asynceval.sim._memory import AttemptMemory, Window
+from asynceval.sim._memory import AttemptMemory
 from asynceval.sim._models import MODELS_PATH, model_route
 from asynceval.sim._openai import OPENAI
+from asynceval.sim._rates import RateCaps, announcing, retry_headers
 from asynceval.sim._responses import RESPONSES
 from asynceval.sim._sse import send_stream
 from asynceval.sim._stats import Stats
@@ -77,9 +83,9 @@ class SimProvider:
         self.config = config if config is not None else SimConfig()
         self._stats = Stats(self.config.rate_window)
         self._attempts = AttemptMemory(self.config.attempt_memory)
-        # Admission times of the last `rate_window` seconds, for the RPM cap (only when it is on).
-        self._admitted = Window(self.config.rate_window)
-        self._retry_headers = _retry_headers(self.config.retry_after)
+        # The last `rate_window` seconds of admissions and tokens, for the RPM and TPM caps.
+        self._caps = RateCaps(self.config.rpm, self.config.tpm, self.config.rate_window)
+        self._retry_headers = retry_headers(self.config.retry_after)
         self._salt = b"%d:" % self.config.seed
 
     def stats(self) -> dict[str, Any]:
@@ -101,7 +107,7 @@ class SimProvider:
         """Zero the counters and forget attempt indexes and the RPM window: as good as new."""
         self._stats.reset()
         self._attempts.clear()
-        self._admitted.clear()
+        self._caps.clear()
 
     async def respond(self, path: str, body: bytes) -> SimReply:
         """Answer one POST to a completion route (`/v1/chat/completions`, ...) in process, without
@@ -182,17 +188,21 @@ class SimProvider:
         except Exception as exc:  # not JSON, or JSON of the wrong shape
             await self._error(send, dialect, 400, f"Could not parse the request body: {exc}")
             return
-        if config.rpm is not None and self._admitted.total(now) >= config.rpm:
-            wait = _rpm_wait(self._admitted.oldest(), now, config.rate_window)
-            message = f"Simulated rate limit: {config.rpm} requests per {_per(config.rate_window)}"
-            await self._error(send, dialect, 429, message, _retry_headers(wait))
-            return
+        caps = self._caps
+        if caps.on:  # every answer announces the caps (see `asynceval.sim._rates`)
+            refused = caps.refusal(now)
+            if refused is not None:
+                announced = (*retry_headers(refused[1]), *caps.headers(path, now))
+                await self._error(send, dialect, 429, refused[0], announced)
+                return
         if config.max_concurrency is not None and stats.in_flight >= config.max_concurrency:
             message = f"Simulated concurrency limit: {config.max_concurrency} requests at once"
-            await self._error(send, dialect, 429, message, self._retry_headers)
+            busy = self._retry_headers
+            await self._error(send, dialect, 429, message, busy + caps.headers(path, now))
             return
-        if config.rpm is not None:
-            self._admitted.add(now)
+        if caps.on:
+            caps.admit(now)
+            send = announcing(send, caps.headers(path, now))
         digest = hashlib.blake2b(path.encode() + b"\0" + body, digest_size=16).digest()
         attempt = self._attempts.next(digest)
         stats.enter()
@@ -270,7 +280,7 @@ class SimProvider:
             payload = payload[: len(payload) // 2]
         else:
             # Only a readable answer counts: a truncated body's usage never reaches the client.
-            self._stats.answered(time.monotonic(), usage.prompt, usage.completion)
+            self._answered(usage)
         self._stats.record(200)
         await send_response(send, 200, payload)
 
@@ -288,7 +298,13 @@ class SimProvider:
         self._stats.record(200)
         finished = await send_stream(send, receive, frames, self.config.stream_chunk_delay)
         if finished and corruption is Corruption.NONE:
-            self._stats.answered(time.monotonic(), usage.prompt, usage.completion)
+            self._answered(usage)
+
+    def _answered(self, usage: Usage) -> None:
+        """A readable answer with `usage` was sent: it counts, towards the TPM cap too."""
+        now = time.monotonic()
+        self._stats.answered(now, usage.prompt, usage.completion)
+        self._caps.spend(now, usage.prompt + usage.completion)
 
     def _retry_for(self, status: int) -> tuple[Header, ...]:
         return self._retry_headers if status in _RETRY_STATUSES else ()
@@ -355,30 +371,6 @@ def sim_app(config: SimConfig | None = None) -> SimProvider:
 def _answers(turn: Turn, choices: int, salt: bytes) -> list[Answer]:
     """One answer per choice; the first is the answer a single-choice request gets."""
     return [answer(turn, salt=salt + (b"#%d" % i if i else b"")) for i in range(choices)]
-
-
-def _retry_headers(seconds: float) -> tuple[Header, ...]:
-    """`Retry-After` in seconds (decimals kept, e.g. "0.05") and `retry-after-ms`."""
-    text = f"{seconds:.3f}".rstrip("0").rstrip(".") or "0"
-    return ((b"retry-after", text.encode()), (b"retry-after-ms", b"%d" % round(seconds * 1000)))
-
-
-def _rpm_wait(oldest: float | None, now: float, window: float) -> float:
-    """Seconds until the oldest admitted request leaves the RPM window.
-
-    Whole seconds, at least 1, for a window of 1 s or more (HTTP's Retry-After is an integer);
-    to the millisecond, at least 1 ms, for a shorter window, where whole seconds would make a
-    client wait several windows.
-    """
-    remaining = window if oldest is None else oldest + window - now
-    if window >= 1:
-        return max(1, math.ceil(remaining))
-    return max(0.001, math.ceil(remaining * 1000) / 1000)
-
-
-def _per(window: float) -> str:
-    """How the RPM message names the window: "minute" for 60 s, else e.g. "0.5 s"."""
-    return "minute" if window == 60 else f"{window:g} s"
 
 
 def _not_allowed(method: str) -> str:

@@ -32,7 +32,12 @@ class SimConfig:
     `rate_window` seconds (60 by default, hence "per minute"; a shorter one makes rate-limit tests
     fast). Its Retry-After is the time until the oldest admitted request leaves the window, rounded
     up to whole seconds (at least 1) when `rate_window` >= 1, to the millisecond when shorter.
+    `tpm` does the same for the prompt + completion tokens of the answers sent in the window.
     `rate_window` is also the window of the `window_max_requests` / `window_max_tokens` stats.
+    With `rpm` or `tpm` set, every answer announces them in rate-limit headers (OpenAI's
+    `x-ratelimit-*` on the OpenAI routes, Anthropic's `anthropic-ratelimit-*` on `/v1/messages`,
+    limits as rates per minute: `rpm=300, rate_window=5` announces 3600); a cap's 429 says that
+    budget's remaining is 0, a `max_concurrency` 429 does not.
 
     Faults, in this order after admission: the first `fail_first` attempts of each distinct request
     (same path and body bytes) answer `fail_first_status`; then `fault_rates` maps a status to its
@@ -58,6 +63,7 @@ class SimConfig:
     latency_distribution: LatencyDistribution = "uniform"
     max_concurrency: int | None = None
     rpm: int | None = None
+    tpm: int | None = None
     retry_after: float = 1.0
     fail_first: int = 0
     fail_first_status: int = 429
@@ -84,6 +90,7 @@ class SimConfig:
             self.max_concurrency,
         )
         _check(self.rpm is None or self.rpm >= 1, "rpm", self.rpm)
+        _check(self.tpm is None or self.tpm >= 1, "tpm", self.tpm)
         _check(self.retry_after >= 0, "retry_after", self.retry_after)
         _check(self.fail_first >= 0, "fail_first", self.fail_first)
         _check(400 <= self.fail_first_status <= 599, "fail_first_status", self.fail_first_status)

@@ -102,6 +102,11 @@ class Window:
         with self._lock:
             return self._times[self._head] if self._head < len(self._times) else None
 
+    def newest(self) -> float | None:
+        """The time of the newest entry still held (as of the last prune), None when empty."""
+        with self._lock:
+            return self._times[-1] if self._head < len(self._times) else None
+
     def clear(self) -> None:
         """Forget every entry and restart `peak` from 0."""
         with self._lock:
