@@ -27,10 +27,10 @@ import anyio
 import anyio.from_thread
 
 from ..config import Settings
-from ..interop import watch_run
 from ..limits import ConcurrencyController
 from ..runtime import Runtime
 from ._adaptive_repeats import AdaptiveRepeats
+from ._bypass import watch_run
 from .callbacks import BenchmarkCallback
 from .context import current_context
 from .queues import TaskQueue

@@ -99,7 +99,7 @@ async def _call(route: Route, request: httpx.Request, agent: str | None) -> http
             usage_of=_body_usage,
             estimated_tokens=estimated_tokens(request.content, _json_or_none(request.content)),
         )
-    except CallerTimeout as exc:
+    except _CallerTimeout as exc:
         leave()
         raise httpx.ReadTimeout(str(exc), request=request) from exc
     except LLMCallFailed as exc:
@@ -132,7 +132,7 @@ def caller_timeout(request: httpx.Request) -> float | None:
     return float(read) if isinstance(read, int | float) and read > 0 else None
 
 
-class CallerTimeout(Exception):
+class _CallerTimeout(Exception):
     """The caller's own timeout (`caller_timeout`) expired on a request: the call ends there,
     not retried by the funnel (not a `ProviderError`, so the gateway lets it through at once,
     releasing the slot); the SDK gets `httpx.ReadTimeout`."""
@@ -144,7 +144,7 @@ class CallerTimeout(Exception):
 
 async def _within(limit: float, sending: Awaitable[httpx.Response], lease: Lease) -> httpx.Response:
     """`sending` within the caller's `limit`: its answer, else a `timeout` event (written while
-    the slot is held, as the gateway writes its own) and `CallerTimeout`. The inner transport
+    the slot is held, as the gateway writes its own) and `_CallerTimeout`. The inner transport
     applies the same read timeout from the request and may be the first to notice: its
     `ReadTimeout` (or a write or pool timeout) is the caller's timeout too."""
     with anyio.move_on_after(limit) as scope:
@@ -159,7 +159,7 @@ async def _within(limit: float, sending: Awaitable[httpx.Response], lease: Lease
     events.timeout(
         agent=lease.agent, dimension=lease.dimension, call_id=lease.call_id, timeout_s=limit
     )
-    raise CallerTimeout(limit)
+    raise _CallerTimeout(limit)
 
 
 def _timed_out(exc: BaseException) -> bool:

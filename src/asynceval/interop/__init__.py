@@ -15,7 +15,7 @@ that send around the funnel ends with a `funnel_bypassed` warning (`logs check` 
 verdict covers only the funnel's calls).
 """
 
-from ._bypass import watch_run as watch_run  # asynceval's own: the engine's run-end check
+from ._bypass import check_clients as check_clients  # asynceval's own: the run-end check
 from ._clients import base_url, http_client, openai_client, sync_http_client
 from ._transport import FunnelTransport, SyncFunnelTransport
 

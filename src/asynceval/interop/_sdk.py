@@ -29,11 +29,6 @@ RETRY_HEADER = "x-stainless-retry-count"
 """The header with which Stainless-generated SDKs (OpenAI's, Anthropic's) number their retries."""
 RUNS_KEPT = 64
 """Runs per runtime whose count is kept (the oldest goes first): enough for runs that overlap."""
-FIX = (
-    "give the SDK client max_retries=0 (asynceval.interop.openai_client() does): the funnel "
-    "already retries every request"
-)
-"""How to stop the stacking, as the warnings say it."""
 
 _counts: weakref.WeakKeyDictionary[Runtime, dict[str | None, int]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()  # the engine's threads and the user's own send through sync clients
