@@ -16,6 +16,7 @@ import openai
 import pytest
 
 from asynceval import Runtime, Settings, http_client
+from asynceval.funnel._readahead import FirstContent
 from asynceval.interop import openai_client
 from asynceval.llm import track_usage
 
@@ -234,3 +235,36 @@ async def test_a_stream_that_always_stalls_before_content_fails_as_the_sdks_time
     assert [e["delivered"] for e in event_log.named("stream_stalled")] == [False] * 3
     (failed,) = event_log.named("llm_call_failed")
     assert failed["attempts"] == 3 and "LLM_STREAM_IDLE_TIMEOUT" in failed["error"]
+
+
+TOOL_CALL = {"tool_calls": [{"index": 0, "id": "t", "function": {"name": "f", "arguments": ""}}]}
+
+
+@pytest.mark.parametrize(
+    ("chunks", "content"),
+    [
+        ([ROLE], False),
+        ([ROLE[:30], ROLE[30:]], False),  # an event split across chunks
+        ([ROLE.replace(b"\n", b"\r\n")], False),
+        ([b": keep-alive\n\n", b"id: 1\nretry: 100\n\n"], False),
+        ([ROLE[:-1]], False),  # not whole yet
+        ([chat_chunk({"role": "assistant"}), chat_chunk({"content": "Hi"})], True),
+        ([ROLE[:-1], b"\n"], False),
+        ([chat_chunk(TOOL_CALL)], True),  # a tool call's name is generated
+        ([chat_chunk({}, "stop")], True),
+        ([CHAT[3]], True),  # the usage chunk
+        ([b"data: [DONE]\n\n"], True),
+        ([b'event: error\ndata: {"type":"error","error":{"message":"x"}}\n\n'], True),
+        ([b'data: {"error":{"message":"overloaded"}}\n\n'], True),
+        ([b"data: not json\n\n"], True),
+        (ANTHROPIC_PRELUDE, False),
+        (ANTHROPIC_PRELUDE + ANTHROPIC[:1], True),
+        (RESPONSES_PRELUDE, False),
+        (RESPONSES_PRELUDE + RESPONSES[:1], True),
+    ],
+)
+def test_what_counts_as_content_when_reading_ahead(chunks: list[bytes], content: bool) -> None:
+    """Only events known to carry nothing generated are read past; anything else (errors,
+    the end, a body that is not JSON) is handed on at once."""
+    scan = FirstContent()
+    assert any([scan.feed(chunk) for chunk in chunks]) is content

@@ -13,6 +13,7 @@ timeout). What was read is handed to the caller first, unchanged (`LeasedStream`
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -47,6 +48,11 @@ _NOT_CONTENT = frozenset({"role", "obfuscation"})
 `obfuscation`)."""
 
 
+_TEXT = re.compile(rb'"(?:content|text|delta|arguments)":"[^"]')
+"""A generated string in an event's JSON, found without parsing it (the common first content
+chunk of every dialect); a false find only hands the stream on early."""
+
+
 class StreamStalled(AttemptTimeout):
     """Raised when a streamed answer brings no chunk for LLM_STREAM_IDLE_TIMEOUT before any of
     its content was read: the attempt is abandoned, its slot released, and the call retried."""
@@ -73,7 +79,7 @@ async def read_ahead(response: httpx.Response, lease: Lease, idle_s: float) -> A
     (with a `stream_stalled` event: nothing was delivered); the caller closes the response.
     Errors of the client itself propagate (the send maps them)."""
     chunks = response.aiter_bytes()
-    scan = _FirstContent()
+    scan = FirstContent()
     read: list[bytes] = []
     while True:
         try:
@@ -95,7 +101,7 @@ async def read_ahead(response: httpx.Response, lease: Lease, idle_s: float) -> A
             return Ahead(read, chunks)
 
 
-class _FirstContent:
+class FirstContent:
     """Scans server-sent events as bytes arrive (events may be split across chunks) for the
     first one that carries content or ends the stream."""
 
@@ -129,8 +135,11 @@ def _empty(event: bytes) -> bool:
         return True
     if not data:
         return not name  # comments only, or a blank event: a keep-alive
+    payload = b"\n".join(data)
+    if _TEXT.search(payload):
+        return False
     try:
-        document = json.loads(b"\n".join(data))
+        document = json.loads(payload)
     except ValueError:
         return False  # `[DONE]` (the end) or something unknown
     return isinstance(document, dict) and _empty_document(document)
