@@ -30,13 +30,12 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from contextvars import ContextVar
 from typing import Any
 
 import anyio
 
 from ..errors import RunFinished
-from ..limits import ConcurrencyController, Slot
+from ._controller import Bounced, asking_for
 from ._grants import LEASE, PAUSE
 
 _POLL_S = 0.5
@@ -51,46 +50,6 @@ answers within `_grants.BROADCAST_WAIT_S` unless it is in trouble)."""
 _SAME_S = 0.05
 """A pause heard again (each grant repeats it) that ends within this of the one known here is
 that one, a hop later: not news."""
-
-_asking: ContextVar[tuple[str | None] | None] = ContextVar("asynceval_lease_for", default=None)
-"""(endpoint,) of the call whose slot `ClusterController` is taking, which can wait out a pause
-in the worker's line (`_Bounced`); None for any other caller."""
-
-
-class _Bounced(Exception):
-    """Raised to a caller waiting for a lease whose endpoint is paused, so that it gives its
-    worker's own slot back and waits out the pause in that worker's line (never escapes
-    `ClusterController`'s slots)."""
-
-
-class ClusterController(ConcurrencyController):
-    """A worker's controller: its slots tell the cluster's leases (`ClusterSlots.acquire`) which
-    endpoint they are for, so a lease is never handed to a call for a paused endpoint."""
-
-    def slot(
-        self,
-        *,
-        agent: str | None = None,
-        dimension: str | None = None,
-        call_id: str | None = None,
-        endpoint: str | None = None,
-        front: bool = False,
-    ) -> Slot:
-        return _EndpointSlot(self, agent, dimension, call_id, endpoint, front)
-
-
-class _EndpointSlot(Slot):
-    __slots__ = ()
-
-    async def __aenter__(self) -> Slot:
-        while True:
-            token = _asking.set((self.endpoint,))  # for the lease taken after the own slot
-            try:
-                return await super().__aenter__()  # gives the own slot back on any error
-            except _Bounced:
-                self.front = True  # it waited its turn already: ahead of later arrivals
-            finally:
-                _asking.reset(token)
 
 
 class _Asking:
@@ -179,7 +138,7 @@ class ClusterSlots:
         for waiter in [w for w in self._waiters if w.bounce and w.endpoint == endpoint]:
             self._waiters.remove(waiter)
             if not waiter.future.done():
-                waiter.future.set_exception(_Bounced())
+                waiter.future.set_exception(Bounced())
 
     def _bounce(self, endpoint: str | None) -> None:
         """Send a caller that arrives for a paused endpoint back to its worker's line, which is
@@ -187,7 +146,7 @@ class ClusterSlots:
         left = self._left(endpoint)
         if endpoint is not None and self._on_pause is not None:
             self._on_pause(endpoint, left)
-        raise _Bounced
+        raise Bounced
 
     def _note(self, endpoint: str, seconds: float) -> bool:
         """`endpoint` is paused for `seconds` from now; whether that is news here. Its callers
@@ -227,9 +186,9 @@ class ClusterSlots:
     async def acquire(self, endpoint: str | None = None) -> None:
         """A lease for a call to `endpoint`, in line order, skipping the line while that
         endpoint is paused. Without `endpoint`, for the call `ClusterController` is taking a
-        slot for, which a pause sends back to its worker's line instead (`_Bounced`)."""
+        slot for, which a pause sends back to its worker's line instead (`Bounced`)."""
         bounce = False
-        if endpoint is None and (asked := _asking.get()) is not None:
+        if endpoint is None and (asked := asking_for.get()) is not None:
             (endpoint,), bounce = asked, True
         if self._closed:
             raise RunFinished("the run has ended on this worker: no more LLM calls")

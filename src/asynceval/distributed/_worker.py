@@ -32,9 +32,10 @@ from ..engine.repetition import Repetitions, Unit
 from ..engine.threads import ThreadRunner, threads_scope
 from ..errors import RunFinished
 from ..runtime import Runtime
+from ._controller import ClusterController
 from ._grants import PAUSE_HERE
 from ._rate import ClusterRate
-from ._slots import ClusterController, ClusterSlots
+from ._slots import ClusterSlots
 
 _run_id: ContextVar[str | None] = ContextVar("asynceval_dask_run", default=None)
 
