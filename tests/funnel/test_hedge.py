@@ -10,11 +10,13 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
+import httpx
 import openai
 import pytest
 
 from asynceval import OpenAIChatModel, Runtime, Settings, http_client
 from asynceval.analysis.logcheck import check_events
+from asynceval.funnel import Route
 from asynceval.limits import ConcurrencyController
 from asynceval.llm import track_usage
 
@@ -299,3 +301,24 @@ async def test_an_sdk_request_through_interop_is_hedged(
     assert elapsed < 1.0 and answer.usage is not None and answer.usage.completion_tokens == 20
     assert (app.requests, app.disconnected, usage.hedges) == (2, 1, 1)
     assert [e["winner"] for e in event_log.named("hedge_won")] == ["hedge"]
+
+
+@pytest.mark.parametrize(("hedge", "requests"), [(False, 1), (True, 2)])
+async def test_a_call_may_refuse_hedging(
+    provider: tuple[str, TailProvider], hedge: bool, requests: int
+) -> None:
+    """`Gateway.call(hedge=False)` (what a streamed request asks for): one request however slow;
+    the same call allowing it is hedged."""
+    url, app = provider
+    settings = Settings(llm_hedge=0.05, llm_hedge_budget=1.0, **FAST)
+    gateway = Route(Runtime(settings), f"{url}/chat/completions").gateway
+    body = {"model": "m", "messages": [{"role": "user", "content": plan(*SLOW_THEN_FAST)}]}
+    async with httpx.AsyncClient(timeout=10) as client:
+
+        async def attempt(lease: Any) -> int:
+            return (await client.post(f"{url}/chat/completions", json=body)).status_code
+
+        with anyio.fail_after(8):
+            assert await gateway.call(attempt, hedge=hedge) == 200
+    await settle(app)
+    assert app.requests == requests and app.disconnected == requests - 1
