@@ -8,23 +8,31 @@ windows, its own LLM_CALL_TIMEOUT. The first answer wins; the other request is c
 slot released at once, its connection closed: the provider sees it go), or, had it answered in the
 same moment, its answer is counted and closed. `hedge_sent` / `hedge_won` events say what happened.
 
-When a hedge goes, looked at once when the delay passes (a call that finds no room then is not
-hedged, and never waits for room):
+When a hedge goes, once the delay has passed:
 
-- a slot is free now and nobody waits in line: a hedge never goes ahead of a caller in line;
+- a slot is free now and nobody waits in line: a hedge never goes ahead of a caller in line, and
+  never waits in line itself (a request that finds no free slot is looked at again after a
+  quarter of the delay, as long as it is out);
 - the endpoint is neither paused nor below its limit (an overloaded provider gets no more load),
   the rate windows have a request to spare, and this is no cluster worker (the cluster's line
   cannot be seen from here, so a hedge could go ahead of another worker's callers);
 - the budget: per runtime (the CLI builds one per run, a benchmark given settings one per run; the
   process default runtime spans its process), hedges <= LLM_HEDGE_BUDGET x the requests sent
-  through hedging gateways (each attempt's first request, retries included; hedges excluded).
+  through hedging gateways so far (each attempt's first request, retries included; hedges not),
+  so with 5% the first hedge can go with the 20th request. Requests past their delay that found
+  the budget spent wait for it, and the next hedge it allows goes to the one out the longest:
+  the slowest requests are the tail.
 
-`p95` is learned per endpoint (per runtime) from the latencies of successful requests (from the
-request leaving, after its slot and rate turn, to its answer: waiting in line is not the
-provider's slowness): the last `WINDOW`, the quantile recomputed every `REFRESH` samples, so the
-cost per call is an append; no hedge before `MIN_SAMPLES`. A first request cancelled because its
-hedge won counts as a sample of its time so far: its true latency is at least that (beyond the
-p95), and leaving the tail out would pull the estimate down with every hedge.
+`p95` is learned per endpoint (per runtime) from first requests' latencies (from the request
+leaving, after its slot and rate turn, to its answer: waiting in line is not the provider's
+slowness; a hedge's own latency is not learned: hedges that would answer late are cancelled when
+the first answers, so those that answer are the fast ones): the last `WINDOW`, the quantile
+recomputed every `REFRESH` samples, so the cost per call is an append. The estimate is
+Kaplan-Meier's (`Latencies`): a first request cancelled because its hedge answered first, and every
+first request still out, count as at least as slow as they have been so far. No hedge before
+`MIN_SAMPLES` answers, nor while the requests still out leave the tail unknown (early in a run the
+answers are the fast requests; the slow ones are still out): requests sent meanwhile are timed
+once the p95 is known.
 
 Failures: a request that fails while the other is still out waits for the other; when both fail,
 the first request's error is the attempt's outcome, and the retry policy decides as for any

@@ -113,6 +113,7 @@ class Race(Generic[T]):
                         self.winner = "first"
                         self._learn(self.first_at - self.sent_at)
                         return result
+                    self._learn(self.first_at - self.sent_at)
                     await _discard(result)  # the hedge won in the same turn of the loop
             if self.winner == "hedge":
                 return self.hedge_result  # type: ignore[return-value]  # set with the winner
