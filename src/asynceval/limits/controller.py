@@ -26,7 +26,6 @@ import itertools
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import anyio
 import anyio.lowlevel
@@ -35,6 +34,7 @@ from .. import events
 from ..config import Settings
 from ._adaptive import AdaptiveLimits, Change
 from ._pauses import Pauses
+from ._shared import SharedLimit as SharedLimit
 from ._slot import Slot
 
 
@@ -89,20 +89,6 @@ class _Waiter:
 def _set(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
-
-
-class SharedLimit(Protocol):
-    """A limit shared with other processes (a cluster), taken after this process's own slot:
-    `acquire` waits for one unit of it (cancellation leaves nothing held), `release` gives it
-    back from any thread without blocking."""
-
-    async def acquire(self) -> None: ...
-
-    def release(self) -> None: ...
-
-    def paused(self, endpoint: str, seconds: float) -> None:
-        """This process paused `endpoint` (a 429's Retry-After): tell the others."""
-        ...
 
 
 class ConcurrencyController:
