@@ -64,6 +64,33 @@ async def test_a_stream_left_by_break_and_still_referenced_does_not_block_the_ne
     assert len(event_log.named("released")) == 2
 
 
+async def test_a_call_in_a_child_task_gets_the_slot_of_a_stream_its_parent_left(
+    loopback: LoopBack, event_log: EventLog
+) -> None:
+    """At limit 1 the task that left a stream by `break` makes its next call in a task of its
+    own (`asyncio.wait_for` on Python 3.11, a task group): that call gets the stream's slot at
+    once too. A sibling's call would not (covered above: it waits for the reader)."""
+    url, _ = loopback(SimConfig(latency=0, stream_chunk_delay=0.05))
+    async with Runtime(Settings(**FAST, max_concurrent_llm_calls=1)):
+        client = openai_client(base_url=url)
+        stream = await client.chat.completions.create(model="m", messages=LONG, stream=True)
+        async for _ in stream:
+            break
+        answers: list[str] = []
+
+        async def ask() -> None:
+            answer = await client.chat.completions.create(model="m", messages=SHORT)
+            answers.append(answer.choices[0].message.content or "")
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ask)
+                tg.start_soon(ask)
+        await stream.close()
+    assert answers == ["4", "4"]
+    assert len(event_log.named("stream_abandoned")) == 1
+
+
 async def test_only_the_stream_nobody_reads_is_closed(
     loopback: LoopBack, event_log: EventLog
 ) -> None:

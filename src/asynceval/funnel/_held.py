@@ -58,6 +58,7 @@ Held = dict[HeldLease, None]
 class _Scope(NamedTuple):
     owner: object  # the task or thread it belongs to; None: all of a repetition attempt's
     held: Held
+    parent: _Scope | None = None  # the scope this one's task or thread was started in
 
 
 _scope: ContextVar[_Scope | None] = ContextVar("asynceval_held_leases", default=None)
@@ -76,20 +77,31 @@ def _owner() -> object:
 def current_scope() -> Held:
     """Where a lease kept here is recorded: the innermost `reclaiming_leases()` (shared by the
     attempt's tasks and threads), else this task's or thread's own, made on first use. Never
-    process-wide: a task must not pay a collection for other tasks' open streams."""
+    process-wide: a task's slot wait must not close other tasks' streams."""
     scope = _scope.get()
     if scope is not None and (scope.owner is None or scope.owner is _owner()):
         return scope.held
     held: Held = {}
-    _scope.set(_Scope(_owner(), held))
+    _scope.set(_Scope(_owner(), held, scope))
     return held
 
 
 def scope_if_any() -> Held | None:
-    """This task's (or thread's, or attempt's) scope if it has one; made by nothing."""
+    """The kept leases a slot wait here looks at: this task's (or thread's, or attempt's) own
+    if it holds any, else those of the nearest task it was started from that holds some (a
+    call in `asyncio.wait_for` or a task group, while the task that started it holds a stream
+    it left); None if there are none. Made by nothing; a sibling's are never seen."""
     scope = _scope.get()
-    if scope is not None and (scope.owner is None or scope.owner is _owner()):
-        return scope.held
+    if scope is None:
+        return None
+    if scope.owner is None or scope.owner is _owner():
+        if scope.held or scope.parent is None:
+            return scope.held
+        scope = scope.parent
+    while scope is not None:  # the tasks this one was started from: they wait for it, or idle
+        if scope.held:
+            return scope.held
+        scope = scope.parent
     return None
 
 
@@ -121,6 +133,8 @@ async def collect_if_dropped(
     if controller is None or not idle or not _must_wait(controller, endpoint):
         return False
     for lease in idle:
+        if held.pop(lease, False) is not None:
+            continue  # released meanwhile, or claimed by another caller of the scope
         events.stream_abandoned(agent=lease.agent, dimension=lease.dimension, call_id=lease.call_id)
         lease.reclaim()
     await anyio.lowlevel.checkpoint()  # their releases run on their loop (this one) first
