@@ -67,8 +67,8 @@ MIN_SAMPLES = 20
 """Successful requests an endpoint must have answered before `p95` hedges any of its calls."""
 WINDOW = 256
 """The latencies the p95 is taken from: the endpoint's most recent successful requests."""
-REFRESH = 16
-"""The p95 is recomputed (a sort of `WINDOW` floats, ~10 us) once per this many samples."""
+REFRESH = 32
+"""The p95 is recomputed (a sort of `WINDOW` samples, ~30 us) once per this many samples."""
 
 
 class Latencies:

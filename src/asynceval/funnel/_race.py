@@ -125,7 +125,9 @@ class Race(Generic[T]):
             assert failure is not None  # only the hedge's win cancels `scope`
             raise failure
         finally:
-            await self._end()
+            self._over()
+            if self.task is not None:
+                await self._end()
 
     async def _first(self, lease: Lease) -> T:
         """The first request, timed from when it leaves: its delay starts then (before the
@@ -216,14 +218,17 @@ class Race(Generic[T]):
             self._hedger.back(self)  # no longer out: not counted twice
             latencies.add(seconds, censored)
 
-    async def _end(self) -> None:
-        """Whatever the outcome: no timer left, the hedge over (cancelled if still out, waited
-        for shielded: its slot is released before the call returns), and `hedge_won` said."""
+    def _over(self) -> None:
+        """Whatever the outcome: no timer left, nothing waited for."""
         self.over = True
         self._stop_timer()
         self._hedger.back(self)
         if self.due:
             self._hedger.hedging.unwait(self)
+
+    async def _end(self) -> None:
+        """After a hedge went: the hedge over (cancelled if still out, waited for shielded: its
+        slot is released before the call returns), and `hedge_won` said."""
         task = self.task
         if task is None:
             return
