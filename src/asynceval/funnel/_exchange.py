@@ -7,16 +7,16 @@ repetition. What the framework gets back is the provider's answer: the response,
 last attempt the last error response (so the SDK raises its own error type), or an
 `httpx.ConnectError` / `httpx.ReadTimeout` when no response came. A streamed answer (server-sent
 events) keeps its slot until it is read to its end or closed, and is retried only before its
-first byte.
-
-The caller's own timeout is respected (`caller_timeout`): the read timeout its SDK client or
-request set bounds each request sent for it, when it is shorter than LLM_CALL_TIMEOUT; once it
-expires the call ends there (a `timeout` event, the slot released, no retry of ours) and the
-SDK gets `httpx.ReadTimeout`, which it raises as its own timeout error (the OpenAI SDK's
-`APITimeoutError`). Inference requests are answered from the run's call journal (a resumed repetition's
+first byte. Inference requests are answered from the run's call journal (a resumed repetition's
 finished calls) or the model-call cache when they hold them (a stream once it was read to its
 end); a stored answer is checked whole (length and digest, and a JSON body that parses) before an
 SDK gets it.
+
+The caller's own timeout is respected (`caller_timeout`): the read timeout its SDK client or
+request set bounds each request sent for it (not its wait for a slot), when it is shorter than
+LLM_CALL_TIMEOUT; once it expires the call ends there (a `timeout` event, the slot released, no
+retry of ours) and the SDK gets `httpx.ReadTimeout`, which it raises as its own timeout error
+(the OpenAI SDK's `APITimeoutError`) at the time it was told.
 """
 
 from __future__ import annotations
@@ -121,10 +121,12 @@ def caller_timeout(request: httpx.Request) -> float | None:
     """The timeout the caller set on its client or request, in seconds, or None: httpx's
     `timeout` extension holds connect, read, write and pool; the read timeout is the one that
     counts, being what a user means by `timeout=` (the OpenAI SDK's `timeout=1.0` sets all four;
-    `httpx.Timeout(60, connect=5)` means 60 s for an answer). Connect and write stay the inner
-    transport's to enforce (a failure there is a connection error, retried), and pool is
-    nothing here: the wait for a slot is the funnel's queue, which a caller's timeout must not
-    cut short (a run queues most calls). `asynceval.http_client()` sets none: None."""
+    `httpx.Timeout(60, connect=5)` means 60 s for an answer). It bounds the request from its
+    send, not the wait for a slot before it: that is the funnel's queue, which a caller's timeout
+    must not cut short (a run queues most calls). The inner transport applies all four from the
+    request besides: its read, write or pool timeout ends the call the same way, its connect
+    timeout (which httpx-aiohttp also raises for a refused connection) is a connection failure,
+    retried. `asynceval.http_client()` sets none: None."""
     timeout = request.extensions.get("timeout")
     read = timeout.get("read") if timeout else None
     if read is None:  # http_client()'s: the common case, answered first
