@@ -255,7 +255,12 @@ def sdk_retries_stacked(*, sdk: str, max_retries: int | None, requests: int) -> 
     attempts is a whole call through the funnel (with RETRY_MAX_ATTEMPTS of its own). Written once
     per run; `requests` counts the SDK's retried requests seen so far. Give the SDK
     `max_retries=0` (`asynceval.interop.openai_client()` does)."""
-    fields = {"sdk": sdk, "max_retries": max_retries, "requests": requests}
+    fields = {
+        "sdk": sdk,
+        "max_retries": max_retries,
+        "requests": requests,
+        "fix": "give the SDK client max_retries=0 (asynceval.interop.openai_client() does)",
+    }
     _write("warning", SDK_RETRIES_STACKED, fields)
 
 
@@ -284,7 +289,9 @@ def retry(
 
 
 def timeout(*, agent: str | None, dimension: str | None, call_id: str, timeout_s: float) -> None:
-    """An attempt ran past LLM_CALL_TIMEOUT (`timeout_s`); its slot is released."""
+    """An attempt ran past LLM_CALL_TIMEOUT, or past the caller's own shorter timeout (its SDK
+    client's or request's read timeout: then the call is not retried) (`timeout_s`); its slot is
+    released."""
     fields = {"agent": agent, "dimension": dimension, "call_id": call_id}
     _write("warning", TIMEOUT, {**fields, "timeout_s": timeout_s})
 
