@@ -94,7 +94,7 @@ class LeasedStream(httpx.AsyncByteStream):
         lease: Lease,
         timeout: float,
         leave: Callable[[], None],
-        ahead: Ahead | None = None,
+        ahead: Ahead,
     ) -> None:
         self._response = response
         self._lease = lease
@@ -110,13 +110,10 @@ class LeasedStream(httpx.AsyncByteStream):
         # Given the whole body once the stream was read to its end (the model-call cache).
         self.on_complete: Callable[[bytes], Awaitable[None]] | None = None
         self._read: list[bytes] = []
-        self._ahead: list[bytes] = []
-        self._chunks: AsyncIterator[bytes] | None = None
+        self._ahead, self._chunks = ahead.chunks, ahead.rest  # what the send read, the rest
         self._reclaimed = False  # closed by `close_soon`: a later read is told why
-        if ahead is not None:
-            self._ahead, self._chunks = ahead.chunks, ahead.rest
-            for chunk in self._ahead:  # counted now: a stream reclaimed unread still reports them
-                self._usage.feed(chunk)
+        for chunk in self._ahead:  # counted now: a stream reclaimed unread still reports them
+            self._usage.feed(chunk)
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         read = self._read if self.on_complete is not None else None
@@ -126,8 +123,7 @@ class LeasedStream(httpx.AsyncByteStream):
                 if read is not None:
                     read.append(chunk)
                 yield chunk
-            delivered = bool(ahead)
-            chunks = self._chunks if self._chunks is not None else self._response.aiter_bytes()
+            delivered, chunks = bool(ahead), self._chunks
             while True:
                 try:
                     chunk = await self._next(chunks, delivered)
@@ -148,8 +144,8 @@ class LeasedStream(httpx.AsyncByteStream):
         lease = self._lease
         if self._reclaimed:
             raise httpx.ReadError(
-                "the stream was closed unread while its repetition waited for a slot "
-                "(see its stream_abandoned event)",
+                "the stream was closed while nobody read it and its task or repetition "
+                "waited for a slot (see its stream_abandoned event)",
                 request=self._response.request,
             )
         lease.reading = True
