@@ -322,3 +322,28 @@ async def test_a_call_may_refuse_hedging(
             assert await gateway.call(attempt, hedge=hedge) == 200
     await settle(app)
     assert app.requests == requests and app.disconnected == requests - 1
+
+
+async def test_a_streamed_sdk_request_is_never_hedged(
+    provider: tuple[str, TailProvider], event_log: EventLog
+) -> None:
+    """`stream=True` through `asynceval.http_client()`: one request however slow its first byte
+    (a hedge of a stream could deliver two answers' chunks)."""
+    url, app = provider
+    settings = Settings(llm_hedge=0.05, llm_hedge_budget=1.0, max_concurrent_llm_calls=4, **FAST)
+    async with Runtime(settings):
+        client = openai.AsyncOpenAI(
+            base_url=url, api_key="k", max_retries=0, http_client=http_client()
+        )
+        with anyio.fail_after(8):
+            stream = await client.chat.completions.create(
+                model="m",
+                messages=[{"role": "user", "content": plan((0.4, 200))}],
+                stream=True,
+            )
+            async for _ in stream:  # this provider answers JSON: no event to read
+                pass
+        await client.close()
+        await settle(app)
+    assert app.requests == 1
+    assert not event_log.named("hedge_sent")

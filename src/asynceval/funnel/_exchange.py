@@ -92,12 +92,15 @@ async def _call(route: Route, request: httpx.Request, agent: str | None) -> http
             return response
         return _answer(response, request, last)
 
+    body = _json_or_none(request.content)
     try:
         response = await gateway.call(
             attempt,
             agent=agent,
             usage_of=_body_usage,
-            estimated_tokens=estimated_tokens(request.content, _json_or_none(request.content)),
+            estimated_tokens=estimated_tokens(request.content, body),
+            # A streamed answer is never hedged (DESIGN section 17): its first byte is no answer.
+            hedge=not (isinstance(body, dict) and body.get("stream") is True),
         )
     except _CallerTimeout as exc:
         leave()
