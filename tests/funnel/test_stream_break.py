@@ -16,7 +16,7 @@ import httpx
 import openai
 import pytest
 
-from asynceval import Benchmark, Runtime, Settings, Task
+from asynceval import Benchmark, Runtime, Settings, SyncAgent, Task
 from asynceval.funnel import reclaiming_leases
 from asynceval.interop import openai_client
 from asynceval.sim import SimConfig, SimProvider
@@ -155,36 +155,57 @@ def test_a_sync_stream_left_by_break_and_still_referenced_does_not_block_the_nex
 
 class BreakThenAsk(Benchmark):
     """Each agent reads one chunk of a streamed answer, keeps the stream (no collector can
-    free it), then makes another call."""
+    free it), then makes another call: with the async SDK, or the sync one in the engine's
+    threads (`SyncAgent`)."""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, sync: bool, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.sync = sync
         self.kept: list[Any] = []
 
     async def setup_agents(self, agent_data: Any, environment: Any, task: Task, user: Any) -> Any:
+        if self.sync:
+            agent = SyncAgent(_SyncBreaker(openai_client(sync=True), self.kept), name="breaker")
+            return [agent], {"breaker": agent}
         client: openai.AsyncOpenAI = openai_client(agent="breaker")
 
-        async def agent(query: str) -> str:
+        async def solver(query: str) -> str:
+            messages: Any = [{"role": "user", "content": query}]
             stream = await client.chat.completions.create(
-                model="asynceval-sim", messages=[{"role": "user", "content": query}], stream=True
+                model="asynceval-sim", messages=messages, stream=True
             )
             self.kept.append(stream)
             async for _ in stream:
                 break
-            answer = await client.chat.completions.create(
-                model="asynceval-sim", messages=[{"role": "user", "content": query}]
-            )
+            answer = await client.chat.completions.create(model="asynceval-sim", messages=messages)
             return answer.choices[0].message.content or ""
 
-        return [agent], {}
+        return [solver], {}
 
 
+class _SyncBreaker:
+    def __init__(self, client: openai.OpenAI, kept: list[Any]) -> None:
+        self.client, self.kept = client, kept
+
+    def run(self, query: str) -> str:
+        messages: Any = [{"role": "user", "content": query}]
+        stream = self.client.chat.completions.create(
+            model="asynceval-sim", messages=messages, stream=True
+        )
+        self.kept.append(stream)
+        for _ in stream:
+            break
+        answer = self.client.chat.completions.create(model="asynceval-sim", messages=messages)
+        return answer.choices[0].message.content or ""
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync-agent"])
 async def test_forty_repetitions_that_break_and_ask_again_all_finish(
-    tmp_path: Path, event_log: EventLog
+    tmp_path: Path, event_log: EventLog, sync: bool
 ) -> None:
     """The issue's run: 40 such tasks with default settings (limit 5) finish (before: none
     finished in 60 s), never more than the limit in flight."""
-    bench = BreakThenAsk()
+    bench = BreakThenAsk(sync)
     tasks = [Task(query=f"What is {i} + 3?", id=f"t{i}") for i in range(40)]
     with anyio.fail_after(20):
         reports = await bench.run(tasks, results_path=tmp_path / "results.jsonl")
