@@ -10,7 +10,7 @@ from the provider's own log, in round trips of 0.5 s:
 - capacity lost: the calls the control run answered minus the calls answered (the 1 s pause
   itself costs about two rounds' worth);
 - time to full throughput: from the end of the 429 second to the start of the first round trip
-  after which every two rounds answer at least 90% of two steady rounds;
+  from which the calls lost against the control stop growing (within 1.5 rounds' worth);
 - the 429s sent, calls failed, and the endpoint's lowest adaptive limit (`limit_changed`).
 
     .venv/bin/python benchmarks/rate_429.py                       # this tree
@@ -134,14 +134,18 @@ def per_round(args: argparse.Namespace, provider: Provider, started: float) -> l
     return counts
 
 
-def back_after(args: argparse.Namespace, counts: list[int], steady: float) -> float:
-    """Seconds from the end of the 429 second to the first round from which every two rounds
-    answer at least 90% of two steady rounds (two: workers run in step, so one round's answers
-    may straddle a boundary)."""
+def back_after(
+    args: argparse.Namespace, counts: list[int], control: list[int], steady: float
+) -> float:
+    """Seconds from the end of the 429 second to the first round from which the calls lost
+    against the control run stop growing: from there on, never more than 1.5 rounds' worth
+    more (workers run in step, so a round's answers may straddle a boundary in either run)."""
     end = int((args.refuse_at + 1.0) / args.latency)  # the first round after the 429 second
-    pairs = [counts[i] + counts[i + 1] for i in range(len(counts) - 1)]
+    lost = [0]
+    for ours, theirs in zip(counts, control, strict=True):
+        lost.append(lost[-1] + theirs - ours)  # lost[i]: calls lost before round i
     back = next(
-        (i for i in range(end, len(pairs)) if all(p >= 1.8 * steady for p in pairs[i:])),
+        (i for i in range(end, len(counts)) if max(lost[i:]) - lost[i] <= 1.5 * steady),
         len(counts),
     )
     return (back - end) * args.latency
@@ -172,7 +176,10 @@ async def main(args: argparse.Namespace) -> None:
     )
     print(f"  answered: {sum(counts)} (control {sum(control)}, {steady:.1f} per round trip)")
     print(f"  capacity lost: {sum(control) - sum(counts)} calls")
-    print(f"  time to full throughput after the 429s end: {back_after(args, counts, steady):.1f} s")
+    print(
+        "  time to full throughput after the 429s end: "
+        f"{back_after(args, counts, control, steady):.1f} s"
+    )
     print(
         f"  429s sent: {result['refused']}, calls failed: {result['failed']}, "
         f"limit_changed: {len(result['limits'])} (lowest {min(result['limits'], default='-')})"

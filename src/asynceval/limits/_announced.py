@@ -90,7 +90,7 @@ class ProviderRates:
                 remaining_tokens=said.tokens.remaining,
                 dialect=said.dialect,
             )
-        return said.refill or 0.0 if fresh else 0.0
+        return (said.refill or 0.0) if fresh else 0.0
 
     def _learn(self, said: Announcement) -> bool:
         """Keep the announced per-minute limits (lock held); whether one is new or changed."""
