@@ -93,6 +93,7 @@ class Summary:
     retries: int = 0
     cache_hits: int = 0
     journal_hits: int = 0
+    hedges: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     duration_p50_s: float | None = None
@@ -288,5 +289,6 @@ def _add_usage(summary: Summary, usage: Mapping[str, Any]) -> None:
     summary.retries += _count(usage.get("retries", 0))
     summary.cache_hits += _count(usage.get("cache_hits", 0))
     summary.journal_hits += _count(usage.get("journal_hits", 0))
+    summary.hedges += _count(usage.get("hedges", 0))
     summary.prompt_tokens += _count(usage.get("prompt_tokens", 0))
     summary.completion_tokens += _count(usage.get("completion_tokens", 0))

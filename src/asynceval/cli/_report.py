@@ -259,6 +259,8 @@ def print_summary(summary: Summary, stream: TextIO) -> None:
         table.add_row("answered from the cache", f"{summary.cache_hits} of the LLM calls")
     if summary.journal_hits:
         table.add_row("replayed from the journal", f"{summary.journal_hits} of the LLM calls")
+    if summary.hedges:
+        table.add_row("hedged (LLM_HEDGE)", f"{summary.hedges} extra requests")
     table.add_row("tokens in / out", f"{summary.prompt_tokens} / {summary.completion_tokens}")
     table.add_row(
         "task duration p50 / p95",

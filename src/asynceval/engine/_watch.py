@@ -36,6 +36,7 @@ from typing import Any
 import anyio
 
 from .. import events
+from ..funnel import call_of
 from .context import TaskContext, current_context
 
 # ---------------------------------------------------------------------------------------------
@@ -46,7 +47,9 @@ def _observe(event: str, fields: Mapping[str, Any]) -> None:
     if event == "acquired":
         context = current_context()
         if context is not None:
-            context.sent_calls.add(fields.get("call_id"))
+            sent = fields.get("call_id")
+            # A hedge (its own id, named after its call's) is the same call, not another.
+            context.sent_calls.add(call_of(sent) if isinstance(sent, str) else sent)
 
 
 _observing = False

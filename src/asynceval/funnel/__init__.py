@@ -18,6 +18,7 @@ and `track_usage`; the engine binds a run's `CallJournal` with `journal_scope`.
 
 from typing import TYPE_CHECKING, Any
 
+from ._call import call_of
 from ._gateway import MAX_REQUEUES, UNSET, Gateway, Overrides
 from ._held import reclaiming_leases
 from ._journal import CallJournal, current_journal, journal_scope
@@ -39,6 +40,7 @@ __all__ = [
     "Route",
     "Usage",
     "UsageCounter",
+    "call_of",
     "check_response",
     "current_journal",
     "current_usage",

@@ -107,6 +107,20 @@ def call_id() -> str:
     return f"{_process_tag}{next(_call_ids):08x}"
 
 
+HEDGE_SUFFIX = "-h"
+"""A hedge's call id is its call's with this suffix (`hedge_id`, `call_of`)."""
+
+
+def hedge_id(call_id: str) -> str:
+    """The call id of a hedge of call `call_id` (DESIGN section 17)."""
+    return call_id + HEDGE_SUFFIX
+
+
+def call_of(call_id: str) -> str:
+    """The call a request's id belongs to: itself, or for a hedge, the call it hedges."""
+    return call_id.removesuffix(HEDGE_SUFFIX)
+
+
 def caller(agent: str | None, dimension: str | None) -> tuple[str | None, str | None]:
     """The (agent, dimension) a call is made for: those given, else those bound to the events
     of this context (`events.bind_context`, as the engine and `SyncAgent` do)."""

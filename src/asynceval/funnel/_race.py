@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 import anyio
 
 from .. import events
-from ._call import Call, call_id
+from ._call import Call, hedge_id
 from ._usage import Usage
 
 if TYPE_CHECKING:
@@ -170,7 +170,11 @@ class Race(Generic[T]):
             self.timer = loop.call_later((self.delay or 0.0) * RECHECK, self._due)
             return
         call = self._call
-        hedge = Call(call.agent, call.dimension, call_id(), time.monotonic(), call.usage)
+        # Its own id (its slot events are a request of their own), named after the call's so
+        # that what counts a repetition's calls (the engine's watch) sees one call, not two.
+        hedge = Call(
+            call.agent, call.dimension, hedge_id(call.call_id), time.monotonic(), call.usage
+        )
         events.hedge_sent(
             agent=call.agent,
             dimension=call.dimension,
