@@ -105,7 +105,9 @@ class Latencies:
         else:
             self._ring[count % WINDOW] = value
         self._count = count = count + 1
-        if count >= MIN_SAMPLES and (count - MIN_SAMPLES) % REFRESH == 0:
+        # Until the p95 is first known, looked for at each answer (hedging starts as soon as
+        # the tail is known, not up to REFRESH answers later); then once per REFRESH.
+        if count >= MIN_SAMPLES and (self.p95 is None or (count - MIN_SAMPLES) % REFRESH == 0):
             # Requests still out are censored samples too (at least this slow so far): else the
             # slow ones would be missing until they answer (early in a run, all of them).
             still = [-seconds for seconds in self._still_out()]
