@@ -61,7 +61,8 @@ class Settings(BaseSettings):
     per dimension."""
     llm_call_timeout: float = 120.0
     """Seconds, > 0, per attempt: an attempt still out after it is abandoned (its slot released) and
-    retried; for a stream, each wait for the next chunk."""
+    retried; for a stream, until its first content arrives (each later wait for a chunk is
+    LLM_STREAM_IDLE_TIMEOUT's)."""
     max_concurrent_tasks: int = 32
     """At least 1: task repetitions alive at once; the next task is taken from the queue only when
     one ends."""
@@ -76,8 +77,8 @@ class Settings(BaseSettings):
     corrected to the usage reported); unset = no limit."""
     llm_stream_idle_timeout: float = 60.0
     """Seconds, > 0: a streamed answer that brings no chunk for that long is abandoned (its slot
-    released) and sent again while nothing of it was delivered; after that, the caller gets a
-    timeout error."""
+    released, a `stream_stalled` warning); before its first content it is sent again, after that
+    the caller gets a timeout error (httpx.ReadTimeout, the OpenAI SDK's APITimeoutError)."""
     llm_hedge: Hedge = "off"
     """`off`, `p95` or seconds (> 0): a non-streaming call still out past its endpoint's learned
     p95 latency (or the given delay) is sent once more when a slot is free; the first answer

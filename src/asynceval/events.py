@@ -344,8 +344,10 @@ def no_llm_calls(*, successes: int) -> None:
 
 
 def stream_abandoned(*, agent: str | None, dimension: str | None, call_id: str) -> None:
-    """A streamed answer was neither read to its end nor closed when its repetition ended: its
-    slot is released now (its `released` follows). Close streams you stop reading early."""
+    """A streamed answer nobody was reading was closed by the funnel: its task or repetition
+    waited for a slot while holding it (left by `break`, referenced or not), or its repetition
+    ended with it neither read to its end nor closed. Its slot is released now (its `released`
+    follows), with the tokens it had read. Close streams you stop reading early."""
     fields = {"agent": agent, "dimension": dimension, "call_id": call_id}
     _write("warning", STREAM_ABANDONED, fields)
 

@@ -1,22 +1,22 @@
 """A transport's request through the funnel (`Route.send`): httpx in, httpx out.
 
-Every request is one call of the route's gateway: rate windows, the global slot (and the
-endpoint's pause and adaptive limit), LLM_CALL_TIMEOUT per attempt, retries on 408, 429, 502, 503
-and connection errors with Retry-After, the same events, and usage counted into the running
-repetition. What the framework gets back is the provider's answer: the response, or after the
-last attempt the last error response (so the SDK raises its own error type), or an
-`httpx.ConnectError` / `httpx.ReadTimeout` when no response came. A streamed answer (server-sent
-events) keeps its slot until it is read to its end or closed, and is retried only before its
-first byte. Inference requests are answered from the run's call journal (a resumed repetition's
-finished calls) or the model-call cache when they hold them (a stream once it was read to its
-end); a stored answer is checked whole (length and digest, and a JSON body that parses) before an
-SDK gets it.
+Every request is one call of the route's gateway: rate windows, the global slot (and the endpoint's
+pause and adaptive limit), LLM_CALL_TIMEOUT per attempt, retries on 408, 429, 502, 503 and
+connection errors with Retry-After, the same events, and usage counted into the running repetition.
+What the framework gets back is the provider's answer: the response, or after the last attempt the
+last error response (so the SDK raises its own error type), or an `httpx.ConnectError` /
+`httpx.ReadTimeout` when no response came. A streamed answer (server-sent events) keeps its slot
+until it is read to its end or closed, and is retried until its first content (the send reads it
+that far inside the attempt). Inference requests are answered from the run's call journal (a
+resumed repetition's finished calls) or the model-call cache when they hold them (a stream once it
+was read to its end); a stored answer is checked whole (length and digest, and a JSON body that
+parses) before an SDK gets it.
 
 The caller's own timeout is respected (`caller_timeout`): the read timeout its SDK client or
 request set bounds each request sent for it (not its wait for a slot), when it is shorter than
 LLM_CALL_TIMEOUT; once it expires the call ends there (a `timeout` event, the slot released, no
-retry of ours) and the SDK gets `httpx.ReadTimeout`, which it raises as its own timeout error
-(the OpenAI SDK's `APITimeoutError`) at the time it was told.
+retry of ours) and the SDK gets `httpx.ReadTimeout`, which it raises as its own timeout error (the
+OpenAI SDK's `APITimeoutError`) at the time it was told.
 """
 
 from __future__ import annotations

@@ -300,8 +300,8 @@ class Gateway:
             front=requeue > 0,
         )
         held = scope_if_any()
-        if held:  # a stream this scope dropped unclosed must not block it (whatever is full:
-            await collect_if_dropped(held, controller, endpoint)  # the limits, or a pause)
+        if held:  # a stream this scope left unread must not block it: closed when no slot is free
+            await collect_if_dropped(held, controller, endpoint)
         await slot.__aenter__()
         lease = Lease(slot, limiter, call.usage)
         signals = self.signals

@@ -10,8 +10,8 @@ response (so the SDK raises its own error type), or an `httpx.ConnectError` /
 `httpx.ReadTimeout` when that attempt got no response.
 
 A streamed answer (server-sent events) keeps its slot until the stream is read to its end or
-closed, and is retried only before its first byte; LLM_STREAM_IDLE_TIMEOUT then bounds each wait for
-the next chunk.
+closed, and is retried until its first content; LLM_STREAM_IDLE_TIMEOUT bounds each wait for a
+chunk.
 
 The SDK's own settings are respected: a read timeout set on its client or request ends the call
 at that time as a timeout (`httpx.ReadTimeout`, not retried by the funnel), and its own retries
