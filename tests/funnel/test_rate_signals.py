@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from asynceval import LLMCallFailed, OpenAIChatModel, Runtime, Settings
+from asynceval import AnthropicChatModel, LLMCallFailed, OpenAIChatModel, Runtime, Settings
 from asynceval.sim import SimConfig, SimProvider
 
 from ..conftest import EventLog
@@ -119,7 +119,9 @@ async def until(condition: Callable[[], bool]) -> None:
         await anyio.sleep(0.005)
 
 
-async def _one_call_each(model: OpenAIChatModel, n: int) -> list[LLMCallFailed]:
+async def _one_call_each(
+    model: OpenAIChatModel | AnthropicChatModel, n: int
+) -> list[LLMCallFailed]:
     failures: list[LLMCallFailed] = []
 
     async def one(index: int) -> None:
@@ -151,6 +153,24 @@ async def test_announced_limits_pace_a_run_that_set_none(
     assert provider.count(429) <= 3, provider.count(429)
     (learned,) = event_log.named("rate_learned")
     assert learned["requests_per_minute"] == 120 and learned["dialect"] == "openai"
+    assert any(e["reason"] == "announced" for e in event_log.named("endpoint_paused"))
+
+
+async def test_the_simulated_provider_paces_a_run_through_anthropic_headers(
+    event_log: EventLog,
+) -> None:
+    """The in-process simulator at 20 requests per 1 s window, announced in Anthropic's
+    headers: 60 calls at limit 20 with no RPM setting draw at most a handful of 429s."""
+    sim = SimConfig(latency=0.01, rpm=20, rate_window=1.0)
+    settings = Settings(max_concurrent_llm_calls=20, **FAST_RETRY)
+    async with Runtime(settings), AnthropicChatModel(sim_config=sim) as model:
+        with anyio.fail_after(15):
+            failures = await _one_call_each(model, 60)
+        stats = model.sim.stats()  # type: ignore[union-attr]
+    assert failures == [] and stats["statuses"]["200"] == 60
+    assert stats["statuses"].get("429", 0) <= 3, stats["statuses"]
+    (learned,) = event_log.named("rate_learned")
+    assert learned["requests_per_minute"] == 1200 and learned["dialect"] == "anthropic"
 
 
 async def test_a_setting_wins_over_an_announced_limit(
