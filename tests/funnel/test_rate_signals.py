@@ -119,6 +119,11 @@ async def until(condition: Callable[[], bool]) -> None:
         await anyio.sleep(0.005)
 
 
+def turned_away(event_log: EventLog) -> list[dict[str, Any]]:
+    """The `retry` events of attempts an overloaded provider turned away (sent again)."""
+    return [r for r in event_log.named("retry") if "front of the line" in r["error"]]
+
+
 async def _one_call_each(
     model: OpenAIChatModel | AnthropicChatModel, n: int
 ) -> list[LLMCallFailed]:
@@ -236,9 +241,9 @@ async def test_an_overload_cuts_the_limit_once_per_round_trip(
         with anyio.fail_after(10):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_one_call_each, model, 20)
-                await until(lambda: sim.stats()["statuses"].get("429", 0) >= 15)
-                await anyio.sleep(0.1)  # every refusal has reached the funnel
+                await until(lambda: len(turned_away(event_log)) >= 15)  # all 15 refusals
                 tg.cancel_scope.cancel()
+    assert sim.stats()["statuses"]["429"] == 15
     cuts = [e for e in event_log.named("limit_changed") if e["reason"] == "429"]
     assert len(cuts) == 1, [(c["previous"], c["limit"]) for c in cuts]
     assert cuts[0]["previous"] == 20 and cuts[0]["limit"] < 20
