@@ -16,8 +16,12 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import httpx
+import pytest
 
 from asynceval import AnthropicChatModel, LLMCallFailed, OpenAIChatModel, Runtime, Settings
+from asynceval.errors import RateLimited
+from asynceval.funnel._replies import provider_error
 from asynceval.sim import SimConfig, SimProvider
 
 from ..conftest import EventLog
@@ -247,3 +251,30 @@ async def test_an_overload_cuts_the_limit_once_per_round_trip(
     cuts = [e for e in event_log.named("limit_changed") if e["reason"] == "429"]
     assert len(cuts) == 1, [(c["previous"], c["limit"]) for c in cuts]
     assert cuts[0]["previous"] == 20 and cuts[0]["limit"] < 20
+
+
+@pytest.mark.parametrize(
+    ("headers", "empty", "retry_after"),
+    [
+        ({"x-ratelimit-remaining-requests": "0", "retry-after-ms": "1000"}, True, 1.0),
+        ({"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "2.5s"}, True, 2.5),
+        (
+            {
+                "anthropic-ratelimit-requests-remaining": "49",
+                "anthropic-ratelimit-input-tokens-remaining": "0",
+                "retry-after": "3",
+            },
+            True,
+            3.0,
+        ),
+        ({"x-ratelimit-remaining-requests": "7", "retry-after-ms": "500"}, False, 0.5),
+        ({"retry-after": "1"}, False, 1.0),
+    ],
+)
+def test_a_429_that_says_a_budget_is_spent_is_marked_a_rate_refusal(
+    headers: dict[str, str], empty: bool, retry_after: float
+) -> None:
+    """Either dialect, any spent budget; with no Retry-After, the budget's reset says how long."""
+    error = provider_error(httpx.Response(429, headers=headers, content=_REFUSAL))
+    assert isinstance(error, RateLimited)
+    assert error.budget_empty is empty and error.retry_after == pytest.approx(retry_after)

@@ -10,7 +10,9 @@ budgets count for `empty` (a 429 that says one of them is spent is a rate refusa
 learned as a token limit: the funnel's token window counts prompt and completion together.
 
 Reading never raises: a malformed value is as if absent, and an answer with none of these
-headers costs four lookups (`read_rate_headers` returns None).
+headers costs four lookups (`read_rate_headers` returns None): an answer is taken to announce
+when it has a requests or tokens `remaining` header of its dialect (both providers send those
+on every answer), and its other headers are read only then.
 """
 
 from __future__ import annotations
