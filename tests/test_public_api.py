@@ -38,7 +38,7 @@ SURFACE: dict[str, list[str]] = {
         "RETRYABLE_STATUS_CODES", "AgentError", "AsyncEvalError", "AttemptTimeout", "BackendLost",
         "ConfigError", "EvaluationError", "LLMCallFailed", "LogFormatError", "MalformedResponse",
         "OpinionParseError", "ProviderConnectionError", "ProviderError", "RateLimited",
-        "RepetitionExpired", "RunFinished", "RunLocked", "SetupError", "TaskEnvironmentError",
+        "RepetitionExpired", "RunFinished", "RunLocked", "SetupError", "StreamStalled", "TaskEnvironmentError",
         "TaskError",
         "TaskSpecError", "TaskTimeoutError", "UserError",
     ],

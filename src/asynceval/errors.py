@@ -21,6 +21,7 @@ AsyncEvalError
 │   ├── ProviderConnectionError             the connection failed or broke
 │   ├── MalformedResponse                   a 2xx whose body is not a usable completion
 │   └── AttemptTimeout                      the attempt ran past LLM_CALL_TIMEOUT
+│       └── StreamStalled                   a stream stalled for LLM_STREAM_IDLE_TIMEOUT before its content
 ├── LLMCallFailed                           a call failed for good (retries exhausted, or not retryable)
 ├── RunFinished                             a worker thread called into a run that has ended
 └── BackendLost                             the backend running a run's repetitions went away
@@ -51,6 +52,7 @@ __all__ = [
     "RunFinished",
     "RunLocked",
     "SetupError",
+    "StreamStalled",
     "TaskEnvironmentError",
     "TaskError",
     "TaskSpecError",
@@ -217,9 +219,20 @@ class MalformedResponse(_AlwaysRetryable):
 class AttemptTimeout(_AlwaysRetryable):
     """Raised when one attempt runs past LLM_CALL_TIMEOUT; the slot is released and the call retried."""
 
-    def __init__(self, timeout_s: float) -> None:
-        super().__init__(f"no answer within {timeout_s:g} s (LLM_CALL_TIMEOUT)")
+    def __init__(self, timeout_s: float, message: str | None = None) -> None:
+        super().__init__(message or f"no answer within {timeout_s:g} s (LLM_CALL_TIMEOUT)")
         self.timeout_s = timeout_s
+
+
+class StreamStalled(AttemptTimeout):
+    """Raised when a streamed answer brings no chunk for LLM_STREAM_IDLE_TIMEOUT before any of its
+    content reached the caller: the attempt is abandoned, its slot released, and the call
+    retried."""
+
+    def __init__(self, idle_s: float) -> None:
+        super().__init__(
+            idle_s, f"the stream brought no chunk within {idle_s:g} s (LLM_STREAM_IDLE_TIMEOUT)"
+        )
 
 
 class LLMCallFailed(AsyncEvalError):

@@ -14,10 +14,10 @@ from ..limits import ConcurrencyController, Slot
 
 asking_for: ContextVar[tuple[str | None] | None] = ContextVar("asynceval_lease_for", default=None)
 """(endpoint,) of the call whose slot `ClusterController` is taking, which can wait out a pause
-in the worker's line (`Bounced`); None for any other caller."""
+in the worker's line (`_Bounced`); None for any other caller."""
 
 
-class Bounced(Exception):
+class _Bounced(Exception):
     """Raised to a caller waiting for a lease whose endpoint is paused, so that it gives its
     worker's own slot back and waits out the pause in that worker's line (never escapes
     `ClusterController`'s slots)."""
@@ -41,7 +41,7 @@ class ClusterController(ConcurrencyController):
 
 
 class _EndpointSlot(Slot):
-    """A slot whose cluster lease knows its endpoint. A caller sent back by a pause (`Bounced`,
+    """A slot whose cluster lease knows its endpoint. A caller sent back by a pause (`_Bounced`,
     its own slot given back and a `cancelled` event written) queues again in the worker's line,
     from the front, where the pause holds it without a slot."""
 
@@ -52,7 +52,7 @@ class _EndpointSlot(Slot):
             token = asking_for.set((self.endpoint,))  # for the lease taken after the own slot
             try:
                 return await super().__aenter__()  # gives the own slot back on any error
-            except Bounced:
+            except _Bounced:
                 self.front = True  # it waited its turn already: ahead of later arrivals
             finally:
                 asking_for.reset(token)

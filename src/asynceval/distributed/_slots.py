@@ -35,7 +35,7 @@ from typing import Any
 import anyio
 
 from ..errors import RunFinished
-from ._controller import Bounced, asking_for
+from ._controller import _Bounced, asking_for
 from ._grants import LEASE, PAUSE
 
 _POLL_S = 0.5
@@ -138,7 +138,7 @@ class ClusterSlots:
         for waiter in [w for w in self._waiters if w.bounce and w.endpoint == endpoint]:
             self._waiters.remove(waiter)
             if not waiter.future.done():
-                waiter.future.set_exception(Bounced())
+                waiter.future.set_exception(_Bounced())
 
     def _bounce(self, endpoint: str | None) -> None:
         """Send a caller that arrives for a paused endpoint back to its worker's line, which is
@@ -146,7 +146,7 @@ class ClusterSlots:
         left = self._left(endpoint)
         if endpoint is not None and self._on_pause is not None:
             self._on_pause(endpoint, left)
-        raise Bounced
+        raise _Bounced
 
     def _note(self, endpoint: str, seconds: float) -> bool:
         """`endpoint` is paused for `seconds` from now; whether that is news here. Its callers
@@ -186,7 +186,7 @@ class ClusterSlots:
     async def acquire(self, endpoint: str | None = None) -> None:
         """A lease for a call to `endpoint`, in line order, skipping the line while that
         endpoint is paused. Without `endpoint`, for the call `ClusterController` is taking a
-        slot for, which a pause sends back to its worker's line instead (`Bounced`)."""
+        slot for, which a pause sends back to its worker's line instead (`_Bounced`)."""
         bounce = False
         if endpoint is None and (asked := asking_for.get()) is not None:
             (endpoint,), bounce = asked, True

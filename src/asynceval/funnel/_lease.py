@@ -31,7 +31,6 @@ class Lease:
         "_slot",
         "_unsend",
         "_usage",
-        "collected",
         "on_answer",
         "on_reclaim",
         "reading",
@@ -46,7 +45,6 @@ class Lease:
         self._released = False
         self._held: Held | None = None
         self.reading = False  # a kept lease's stream is waiting for its next chunk
-        self.collected = False  # a collection looked for its stream being dropped
         self.on_reclaim: Callable[[], None] | None = None  # what ends its stream (see reclaim)
         self._unsend: Callable[[], object] | None = None  # a kept request's end at the provider
         # What the gateway learns from each answer's headers (its rate-limit headers), told

@@ -21,7 +21,7 @@ import anyio
 import httpx
 
 from .. import events
-from ..errors import AttemptTimeout
+from ..errors import StreamStalled
 from ._lease import Lease
 
 MAX_AHEAD = 64 * 1024
@@ -51,16 +51,6 @@ _NOT_CONTENT = frozenset({"role", "obfuscation"})
 _TEXT = re.compile(rb'"(?:content|text|delta|arguments)":"[^"]')
 """A generated string in an event's JSON, found without parsing it (the common first content
 chunk of every dialect); a false find only hands the stream on early."""
-
-
-class StreamStalled(AttemptTimeout):
-    """Raised when a streamed answer brings no chunk for LLM_STREAM_IDLE_TIMEOUT before any of
-    its content was read: the attempt is abandoned, its slot released, and the call retried."""
-
-    def __init__(self, idle_s: float) -> None:
-        super().__init__(idle_s)
-        self.message = f"the stream brought no chunk within {idle_s:g} s (LLM_STREAM_IDLE_TIMEOUT)"
-        self.args = (self.message,)
 
 
 class Ahead:

@@ -280,15 +280,16 @@ class Route:
             else:
                 use.hit(usage_of(result), agent=agent, dimension=dimension, answer=stored)
                 return result
-        answered: list[Reply] = []
+        answered: list[tuple[object, Reply]] = []
 
         def keeping(reply: Reply) -> T:
             result = read(reply)
-            answered.append(reply)  # only a reply that reads
+            answered.append((result, reply))  # only a reply that reads
             return result
 
         result = await self._post(content, body, keeping, usage_of, agent, dimension)
-        reply = answered[-1]
+        # The reply the caller got: with hedging, a losing request may have been read last.
+        reply = next(r for kept, r in reversed(answered) if kept is result)
         content_type = reply.headers.get("content-type", "application/json")
         await use.store(CachedAnswer(reply.status_code, content_type, reply.content))
         return result
