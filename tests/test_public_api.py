@@ -38,9 +38,8 @@ SURFACE: dict[str, list[str]] = {
         "RETRYABLE_STATUS_CODES", "AgentError", "AsyncEvalError", "AttemptTimeout", "BackendLost",
         "ConfigError", "EvaluationError", "LLMCallFailed", "LogFormatError", "MalformedResponse",
         "OpinionParseError", "ProviderConnectionError", "ProviderError", "RateLimited",
-        "RepetitionExpired", "RunFinished", "RunLocked", "SetupError", "StreamStalled", "TaskEnvironmentError",
-        "TaskError",
-        "TaskSpecError", "TaskTimeoutError", "UserError",
+        "RepetitionExpired", "RunFinished", "RunLocked", "SetupError", "StreamStalled",
+        "TaskEnvironmentError", "TaskError", "TaskSpecError", "TaskTimeoutError", "UserError",
     ],
     "asynceval.evaluation": [
         "Dimension", "JudgePanel", "JudicialOpinion", "OpinionParseError", "PanelResult",
