@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import argparse
 import math
-import socket
-import threading
 import time
 from typing import Any
 
 import anyio
-import uvicorn
+from _loopback import serve
 
 from asynceval import LLMCallFailed, OpenAIChatModel, Runtime, Settings, configure_logging
 from asynceval.sim import SimConfig, SimProvider
@@ -47,18 +45,6 @@ class WithoutRateHeaders:
             await send(message)
 
         await self.app(scope, receive, sending)
-
-
-def serve(app: Any) -> tuple[int, uvicorn.Server]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
-    server = uvicorn.Server(config)
-    threading.Thread(target=server.run, daemon=True).start()
-    while not server.started:
-        time.sleep(0.02)
-    return port, server
 
 
 async def one_run(args: argparse.Namespace, headers: bool) -> dict[str, Any]:
