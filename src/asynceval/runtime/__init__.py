@@ -8,8 +8,9 @@ limits; the funnel and every layer above import it.
 
 Also importable from here, for asynceval's own layers and not a public API: `Bridge`,
 `bridge_scope`, `current_bridge` (the engine's threads), `EndpointKey`, `CachedAnswer`, `Store`,
-`Entry`, `Stats`, `submit`, `spawn` (the funnel), `RunGcThreshold` (runs) and
-`set_process_default` (the CLI, tests).
+`Entry`, `Stats`, `submit`, `spawn` (the funnel), `RunGcThreshold` (runs),
+`set_process_default` (the CLI, tests), and `Prices` / `Price` (what a call costs: DESIGN section
+15, being built; not yet used by a run).
 """
 
 from .._moved import moved_names
@@ -28,6 +29,8 @@ from ._store import Store as Store
 from ._store import submit as submit
 from .cache import CachedAnswer as CachedAnswer
 from .cache import CallCache
+from .prices import Price as Price
+from .prices import Prices as Prices
 
 __all__ = ["CallCache", "Runtime", "from_thread"]
 

@@ -1,0 +1,216 @@
+"""Prices: what an LLM call costs, in USD (DESIGN section 15; the first step of issue 28).
+
+`Prices.price(model, base_url=..., lane=...)` finds a model's `Price` once: the caller's own
+prices first (a price file in genai-prices' vocabulary, `Prices.from_file`, or a mapping), then
+the embedded simulated provider's documented price (`SIM_PRICE`), then the price data bundled with
+`genai-prices` (pydantic's per-model, per-provider prices, with cached-input, batch and flex
+prices). The provider is found from the base URL when genai-prices knows it, else from the model's
+name alone (a local gateway serving `gpt-4o-mini` is priced as OpenAI's); a model found nowhere has
+no price (None): its calls are unpriced, never $0. genai-prices never fetches newer prices here:
+they are those of the installed version, at the time of the lookup.
+
+`Price.cost(prompt_tokens, completion_tokens, cached_tokens)` prices one call with genai-prices'
+own unit arithmetic (`calc_unit_price`: a tiered price applies the tier reached by the prompt to
+all its tokens), in `Decimal`, unrounded: about a microsecond, where `genai_prices.calc_price`
+costs 50-80 us a call (it resolves the model again each time).
+
+genai-prices is imported on the first lookup, not with `import asynceval`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from genai_prices.types import TieredPrices
+
+Lane = Literal["live", "flex", "batch"]
+"""How a call is sent (DESIGN section 16): its lane picks genai-prices' price variant."""
+
+_CONTEXTS: dict[str, dict[str, str] | None] = {
+    "live": None,
+    "batch": {"processing": "batch"},
+    "flex": {"service_tier": "flex"},
+}
+_KEYS = ("input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok")
+"""The price keys a price file may give, in genai-prices' vocabulary (USD per million tokens)."""
+_MILLION = 1_000_000
+
+SIM_MODEL = "asynceval-sim"
+SIM_PRICE: Mapping[str, float] = {"input_mtok": 1.0, "output_mtok": 2.0, "cache_read_mtok": 0.5}
+"""The embedded simulated provider's documented price, so that cost is testable offline: $1 per
+million prompt tokens, $2 per million completion tokens, $0.50 per million cached prompt tokens,
+in every lane."""
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """A model's price in one lane, USD per million tokens (a `Decimal`, or genai-prices'
+    `TieredPrices` for a model whose price depends on the prompt's size). `cache_read_mtok` None:
+    cached prompt tokens cost what the others do. `source` says where it came from ("file",
+    "sim" or "genai-prices:PROVIDER/MODEL")."""
+
+    input_mtok: Decimal | TieredPrices
+    output_mtok: Decimal | TieredPrices
+    cache_read_mtok: Decimal | TieredPrices | None = None
+    source: str = "file"
+    context_window: int | None = None
+
+    def cost(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> Decimal:
+        """What one call cost: `prompt_tokens` (all of them, `cached_tokens` included) and
+        `completion_tokens` at this price; unrounded."""
+        from genai_prices.types import calc_unit_price
+
+        cached = min(max(cached_tokens, 0), prompt_tokens)
+        cache_rate = self.input_mtok if self.cache_read_mtok is None else self.cache_read_mtok
+        return (
+            calc_unit_price(self.input_mtok, prompt_tokens - cached, prompt_tokens, _MILLION)
+            + calc_unit_price(cache_rate, cached, prompt_tokens, _MILLION)
+            + calc_unit_price(self.output_mtok, completion_tokens, prompt_tokens, _MILLION)
+        )
+
+
+class Prices:
+    """Where a runtime's calls find their price (see the module). `overrides` maps a model name
+    to its prices in genai-prices' vocabulary (`{"input_mtok": 2.5, "output_mtok": 10,
+    "cache_read_mtok": 1.25}`, USD per million tokens; a tier as `{"base": 3, "tiers": [{"start":
+    200000, "price": 6}]}`); a bad one is a `ConfigError` naming the model and the key. Lookups are
+    kept per (model, base URL, lane), from any thread."""
+
+    def __init__(self, overrides: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        self._overrides = {
+            str(name): _checked(str(name), prices) for name, prices in (overrides or {}).items()
+        }
+        self._found: dict[tuple[str, str | None, str], Price | None] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Prices:
+        """Prices from a JSON or YAML file (`.yaml` / `.yml`) mapping model names to prices."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read the price file {path}: {exc}") from None
+        data = _parse(path, text)
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{path}: a price file maps model names to prices, got {data!r}")
+        return cls(data)
+
+    def price(
+        self, model: str, *, base_url: str | None = None, lane: Lane = "live"
+    ) -> Price | None:
+        """`model`'s price in `lane` for calls to `base_url`, or None when nobody prices it."""
+        if lane not in _CONTEXTS:
+            raise ConfigError(f"lane must be one of live, flex, batch, got {lane!r}")
+        key = (model, base_url, lane)
+        try:
+            return self._found[key]
+        except KeyError:
+            pass
+        found = self._overrides.get(model)
+        if found is None:
+            found = _sim_price() if model == SIM_MODEL else _bundled(model, base_url, lane)
+        with self._lock:
+            return self._found.setdefault(key, found)
+
+
+def _checked(model: str, prices: Any) -> Price:
+    """A price file's entry as a `Price`, through genai-prices' own validation of price values."""
+    if not isinstance(prices, Mapping):
+        raise ConfigError(f"price of {model!r}: expected an object of prices, got {prices!r}")
+    unknown = sorted(set(prices) - set(_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"price of {model!r}: unknown key {unknown[0]!r} (the keys are {', '.join(_KEYS)})"
+        )
+    for needed in ("input_mtok", "output_mtok"):
+        if prices.get(needed) is None:
+            raise ConfigError(f"price of {model!r}: {needed} is missing")
+    import pydantic
+    from genai_prices.types import TieredPrices
+
+    adapter = pydantic.TypeAdapter(dict[str, Decimal | TieredPrices | None])
+    try:
+        values = adapter.validate_python(dict(prices))
+    except pydantic.ValidationError as exc:
+        error = exc.errors()[0]
+        raise ConfigError(
+            f"price of {model!r}: {error['loc'][0]}: {error['msg']}, got {error['input']!r}"
+        ) from None
+    for name, value in values.items():
+        rates = [value] if isinstance(value, Decimal) else []
+        if isinstance(value, TieredPrices):
+            rates = [value.base, *(tier.price for tier in value.tiers)]
+        if any(not rate.is_finite() or rate < 0 for rate in rates):
+            raise ConfigError(f"price of {model!r}: {name} must be >= 0, got {prices[name]!r}")
+    return Price(
+        values["input_mtok"],  # type: ignore[arg-type]
+        values["output_mtok"],  # type: ignore[arg-type]
+        values.get("cache_read_mtok"),
+    )
+
+
+def _sim_price() -> Price:
+    return Price(
+        Decimal(str(SIM_PRICE["input_mtok"])),
+        Decimal(str(SIM_PRICE["output_mtok"])),
+        Decimal(str(SIM_PRICE["cache_read_mtok"])),
+        source="sim",
+    )
+
+
+def _bundled(model: str, base_url: str | None, lane: str) -> Price | None:
+    """genai-prices' price of `model` (its provider from `base_url`, else from the name alone)."""
+    from datetime import UTC, datetime
+
+    from genai_prices.data_snapshot import get_snapshot
+
+    snapshot = get_snapshot()
+    found = None
+    for url in (base_url, None) if base_url else (None,):
+        try:
+            found = snapshot.find_provider_model(model, None, None, url)
+            break
+        except (LookupError, ValueError):
+            continue
+    if found is None:
+        return None
+    provider, info = found
+    prices = info.get_prices(datetime.now(UTC), _CONTEXTS[lane])
+    rates = [getattr(prices, key, None) for key in ("input_mtok", "output_mtok", "cache_read_mtok")]
+    if rates[0] is None or rates[1] is None:
+        return None  # priced by other units (images, requests): not by tokens
+    return Price(
+        rates[0],
+        rates[1],
+        rates[2],
+        source=f"genai-prices:{provider.id}/{info.id}",
+        context_window=info.context_window,
+    )
+
+
+def _parse(path: Path, text: str) -> Any:
+    if path.suffix.lower() in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError:
+            raise ConfigError(
+                f"{path}: a YAML price file needs PyYAML (pip install pyyaml), or write it as JSON"
+            ) from None
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not YAML: {exc}") from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: not JSON: {exc}") from None
