@@ -6,7 +6,6 @@ the gateway's policy alone."""
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -15,20 +14,20 @@ from http import HTTPStatus
 from typing import Any, Protocol
 
 from ..errors import MalformedResponse, ProviderConnectionError, ProviderError, RateLimited
-from ..limits import read_rate_headers
+from ..limits import finite_number, read_rate_headers
 
 
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     """Seconds the provider asks us to wait: `retry-after-ms`, else `Retry-After` in seconds or as
     an HTTP date. None when absent or unreadable; never negative."""
-    millis = _finite(headers.get("retry-after-ms"))
+    millis = finite_number(headers.get("retry-after-ms"))
     if millis is not None:
         return max(0.0, millis / 1000.0)
     value = headers.get("retry-after")
     if value is None:
         return None
     value = value.strip()
-    seconds = _finite(value)
+    seconds = finite_number(value)
     if seconds is not None:
         return max(0.0, seconds)
     import email.utils  # rare (a date, not seconds): not at `import asynceval`
@@ -38,17 +37,6 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
-
-
-def _finite(text: str | None) -> float | None:
-    """A finite number from a header value, or None ("inf" and "nan" are not waits)."""
-    if text is None:
-        return None
-    try:
-        number = float(text)
-    except ValueError:
-        return None
-    return number if math.isfinite(number) else None
 
 
 class Reply(Protocol):

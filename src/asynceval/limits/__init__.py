@@ -6,12 +6,14 @@ Each is thread-safe and serves every event loop of a process; the process's `Run
 ones its models share. Imports config, errors, the kernel and events, no HTTP; the runtime, the
 funnel and the layers above import it. Also importable from here for asynceval's own layers, not
 a public API: `SharedLimit` (a cluster's shared slots), `is_retryable`, `ProviderRates` (an
-endpoint's announced rate limits) and `read_rate_headers` (what an answer's headers announce).
+endpoint's announced rate limits), `read_rate_headers` (what an answer's headers announce) and
+`finite_number` (a number in a header).
 """
 
 from .._moved import moved_names
 from ._announced import ProviderRates as ProviderRates
 from ._rate_headers import Announcement as Announcement
+from ._rate_headers import finite_number as finite_number
 from ._rate_headers import read_rate_headers as read_rate_headers
 from ._slot import Slot
 from .controller import ConcurrencyController, ControllerStatistics

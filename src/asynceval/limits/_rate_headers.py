@@ -116,15 +116,22 @@ def _refill(budgets: tuple[Budget, ...]) -> float | None:
     return max(spent) if spent else None
 
 
-def _count(text: str | None) -> int | None:
-    """A non-negative whole number ("40", " 40 ", "40.0"), else None."""
+def finite_number(text: str | None) -> float | None:
+    """A finite number from a header value (" 40 ", "1.5"), else None ("inf" and "nan" are no
+    count, wait or price): the one reading of a number in a provider's headers."""
     if text is None:
         return None
     try:
         number = float(text)
     except ValueError:
         return None
-    if not math.isfinite(number) or number < 0 or number != int(number):
+    return number if math.isfinite(number) else None
+
+
+def _count(text: str | None) -> int | None:
+    """A non-negative whole number ("40", " 40 ", "40.0"), else None."""
+    number = finite_number(text)
+    if number is None or number < 0 or number != int(number):
         return None
     return int(number)
 
@@ -135,12 +142,9 @@ def _duration(text: str | None) -> float | None:
     if text is None:
         return None
     text = text.strip()
-    try:
-        seconds = float(text)
-    except ValueError:
-        pass
-    else:
-        return seconds if math.isfinite(seconds) and seconds >= 0 else None
+    seconds = finite_number(text)
+    if seconds is not None:
+        return seconds if seconds >= 0 else None
     total, at = 0.0, 0
     for match in _DURATION_PART.finditer(text):
         if match.start() != at:
