@@ -85,6 +85,14 @@ class Settings(BaseSettings):
     wins, the other is cancelled."""
     llm_hedge_budget: float = 0.05
     """From 0 to 1: the most hedges per run, as a share of its requests (0.05: 5% extra)."""
+    llm_prices_file: str | None = None
+    """A JSON or YAML file of model prices in genai-prices' vocabulary (`{"MODEL": {"input_mtok":
+    2.5, "output_mtok": 10, "cache_read_mtok": 1.25}}`, USD per million tokens), ahead of the
+    prices genai-prices bundles; unset = those alone."""
+    max_cost_usd: float | None = None
+    """USD, > 0: the most a run may spend on LLM calls (each call reserves its worst case first;
+    a call that would go over is not sent, and the run stops with exit status 3); unset = no
+    budget."""
     llm_base_url: str | None = None
     """An http(s) URL ending in `/v1`, with no credentials, query string or fragment in it
     (`https://api.openai.com/v1`); unset = the embedded simulated provider."""
@@ -166,6 +174,7 @@ class Settings(BaseSettings):
         "llm_stream_idle_timeout",
         "task_timeout",
         "loop_block_warn_s",
+        "max_cost_usd",
     )
     @classmethod
     def _positive(cls, value: float | None, info: Any) -> float | None:
@@ -232,6 +241,13 @@ class Settings(BaseSettings):
             )
         return value
 
+    @field_validator("llm_prices_file")
+    @classmethod
+    def _a_file(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        return os.path.abspath(os.path.expanduser(value))  # the same file for Dask's workers
+
     @field_validator("llm_cache_dir")
     @classmethod
     def _a_folder(cls, value: str | None) -> str | None:
@@ -265,6 +281,7 @@ class Settings(BaseSettings):
             "llm_stream_idle_timeout": self.llm_stream_idle_timeout,
             "llm_hedge": self.llm_hedge,
             "llm_hedge_budget": self.llm_hedge_budget,
+            "max_cost_usd": self.max_cost_usd,
         }
 
     def public(self) -> dict[str, Any]:

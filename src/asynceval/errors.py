@@ -33,12 +33,15 @@ A `ProviderError` describes one attempt and is what the retry policy looks at; c
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "RETRYABLE_STATUS_CODES",
     "AgentError",
     "AsyncEvalError",
     "AttemptTimeout",
     "BackendLost",
+    "BudgetExhausted",
     "ConfigError",
     "EvaluationError",
     "LLMCallFailed",
@@ -145,6 +148,24 @@ class RepetitionExpired(TaskTimeoutError):
 class RunFinished(AsyncEvalError):
     """Raised to a call from a worker thread of a run that has already ended (its event loop
     portal is closed): the thread outlived its run, and nothing is left to serve the call."""
+
+
+class BudgetExhausted(AsyncEvalError):
+    """An LLM call was not sent: its worst-case cost does not fit in what is left of the run's
+    budget (MAX_COST_USD / `--max-cost`). Its repetition ends with status `budget_exhausted`
+    (run again by `--resume`), and the run starts no new repetition. Never retried."""
+
+    def __init__(self, budget_usd: float, spent_usd: float, needed_usd: float) -> None:
+        super().__init__(
+            f"the run's budget of ${budget_usd:.4g} is spent: ${spent_usd:.4g} spent or reserved "
+            f"by calls in flight, and this call may cost up to ${needed_usd:.4g}"
+        )
+        self.budget_usd = budget_usd
+        self.spent_usd = spent_usd
+        self.needed_usd = needed_usd
+
+    def __reduce__(self) -> tuple[Any, ...]:  # sent back from Dask's workers
+        return (type(self), (self.budget_usd, self.spent_usd, self.needed_usd))
 
 
 class BackendLost(AsyncEvalError):

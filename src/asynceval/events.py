@@ -119,11 +119,26 @@ def acquired(
     _write("info", ACQUIRED, fields)
 
 
+NO_COST: Any = object()
+"""`released(cost_usd=NO_COST)`: a slot that held no LLM request of a model (no cost field)."""
+
+
 def released(
-    *, agent: str | None, dimension: str | None, call_id: str, active_slots: int, held_s: float
+    *,
+    agent: str | None,
+    dimension: str | None,
+    call_id: str,
+    active_slots: int,
+    held_s: float,
+    cost_usd: float | None = NO_COST,
+    unpriced: bool = False,
+    cost_unknown: bool = False,
 ) -> None:
     """An attempt gave its slot back after holding it `held_s` (written before the slot is
-    free); `active_slots` counts the slots in use after the release."""
+    free); `active_slots` counts the slots in use after the release. A model's request says
+    what it cost: `cost_usd` in USD, unrounded (0 for an error answer), null with `unpriced:
+    true` when its model has no price, its worst case with `cost_unknown: true` when it was sent
+    and never answered (the provider may have billed it)."""
     fields = {
         "agent": agent,
         "dimension": dimension,
@@ -131,6 +146,12 @@ def released(
         "active_slots": active_slots,
         "held_s": round(held_s, 6),
     }
+    if cost_usd is not NO_COST:
+        fields["cost_usd"] = cost_usd
+        if unpriced:
+            fields["unpriced"] = True
+        if cost_unknown:
+            fields["cost_unknown"] = True
     _write("info", RELEASED, fields)
 
 

@@ -87,10 +87,15 @@ async def test_a_resumed_run_replays_finished_calls_and_sends_nothing(
     assert not event_log.named("cache_hit") and journal.hits == 12
     assert [r["usage"]["journal_hits"] for r in second] == [4, 4, 4]
 
+    # A replayed call costs nothing: what it cost is in the first run's reports only.
+    replay_free = ("journal_hits", "cost_usd", "unpriced_calls", "by_model")
+
     def usage(report: dict[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in report["usage"].items() if k != "journal_hits"}
+        return {k: v for k, v in report["usage"].items() if k not in replay_free}
 
     assert sorted(map(usage, second), key=str) == sorted(map(usage, first), key=str)
+    assert [r["usage"]["unpriced_calls"] for r in second] == [0, 0, 0]
+    assert [r["usage"]["unpriced_calls"] for r in first] == [4, 4, 4]  # model "sim": no price
     assert [r["usage"]["llm_calls"] for r in second] == [4, 4, 4]
 
 

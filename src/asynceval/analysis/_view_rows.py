@@ -17,8 +17,9 @@ what is left (remaining budget over remaining lines), a row that did not pass `F
 times that (what went wrong is what one opens a row for), never more than `row_cap` nor less
 than `MIN_ROW_CAP`; what a row leaves unused goes to the rows after it. A value over its share
 is shrunk (see `fit_text`) and the row says so, naming the line of results.jsonl that holds it
-whole. What `summarize` and `compare_runs` need is kept apart, small (`light_record`), and
-only for the last report of each pair.
+whole. What `summarize` and `compare_runs` need is kept apart, small (`light_record`), for
+the last report of each pair, and for the reports a later one replaced (`RunRows.replaced`:
+their cost still counts in the run's total).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from typing import Any
 from ..engine.report import ERROR_KIND_LABELS, report_error_kind
 from ..engine.results import json_lines
 from ..errors import AsyncEvalError
-from .summary import finite_number, mapping, report_score
+from ._cost import cost_usage
+from .summary import BUDGET_EXHAUSTED, finite_number, mapping, report_score
 
 ROW_CAP = 50_000  # characters of JSON of one row's details, at most
 MIN_ROW_CAP = 600  # ... and at least, however many rows share the budget
@@ -46,10 +48,10 @@ MAX_DEPTH = 100  # of a header or config: deeper is no header or config (page JS
 _SHRINK_STEPS = ((4000, 200), (1000, 60), (300, 24), (100, 8), (40, 4))
 COLUMNS = (
     "task_id", "repeat_idx", "status", "termination_reason", "score", "duration_s", "queued_s",
-    "finished_at", "llm_calls", "retries", "prompt_tokens", "completion_tokens", "attempts",
-    "error", "line",
+    "finished_at", "llm_calls", "retries", "prompt_tokens", "completion_tokens", "cost_usd",
+    "attempts", "error", "line",
 )  # fmt: skip
-_IN_COLUMNS = {"llm_calls", "retries", "prompt_tokens", "completion_tokens"}
+_IN_COLUMNS = {"llm_calls", "retries", "prompt_tokens", "completion_tokens", "cost_usd"}
 _USAGE = (
     "llm_calls",
     "retries",
@@ -57,6 +59,7 @@ _USAGE = (
     "journal_hits",
     "prompt_tokens",
     "completion_tokens",
+    "cached_tokens",
 )
 _PASSED, _FAILED = [{"score": 1.0}], [{"score": 0.0}]  # light records' evals, shared
 
@@ -113,6 +116,7 @@ class RunRows:
     details: list[str] = field(default_factory=list)  # one JSON text per row
     configs: list[Any] = field(default_factory=list)  # distinct configs, by index from details
     records: list[dict[str, Any]] = field(default_factory=list)  # light: for summarize/compare
+    replaced: list[dict[str, Any]] = field(default_factory=list)  # light: reports re-run later
     damaged_lines: int = 0
     superseded: int = 0
     truncated: bytearray = field(default_factory=bytearray)  # per row: its details were cut
@@ -221,6 +225,7 @@ def _add_report(rows: RunRows, record: dict[str, Any], number: int, share: Detai
         rows.columns[name][index] = cells[name]
     rows.details[index] = detail
     rows.truncated[index] = cut
+    rows.replaced.append(rows.records[rows.record_place[index]])
     rows.records[rows.record_place[index]] = light
     return True
 
@@ -239,6 +244,7 @@ def light_record(record: Mapping[str, Any], score: float | None) -> dict[str, An
         "termination_reason": _text(reason) if reason else None,
         "usage": {k: v for k in _USAGE if (v := finite_number(usage.get(k))) is not None},
     }
+    light["usage"].update(cost_usage(usage))
     if score is not None:  # the same report_score: one score in [0, 1]
         light["eval"] = _PASSED if score == 1.0 else _FAILED if score == 0.0 else [{"score": score}]
     duration = finite_number(timing.get("duration_s"))
@@ -270,10 +276,19 @@ def _cells(record: Mapping[str, Any], number: int) -> dict[str, Any]:
         "retries": finite_number(usage.get("retries")),
         "prompt_tokens": finite_number(usage.get("prompt_tokens")),
         "completion_tokens": finite_number(usage.get("completion_tokens")),
+        "cost_usd": finite_number(usage.get("cost_usd")),
         "attempts": finite_number(record.get("attempts")),
-        "error": _error_line(record.get("error"), report_error_kind(record)),
+        "error": _error_line(record.get("error"), _error_kind(record)),
         "line": number,
     }
+
+
+def _error_kind(record: Mapping[str, Any]) -> str | None:
+    """The kind of a report's error, a repetition the cost budget stopped being its own kind
+    (not "your agent raised")."""
+    return (
+        BUDGET_EXHAUSTED if record.get("status") == BUDGET_EXHAUSTED else report_error_kind(record)
+    )
 
 
 def _error_line(error: Any, kind: str | None) -> str | None:
@@ -286,7 +301,7 @@ def _error_line(error: Any, kind: str | None) -> str | None:
     else:
         text = str(error)
     if kind is not None:
-        text = f"{ERROR_KIND_LABELS.get(kind, kind)}: {text}"
+        text = f"{ERROR_KIND_LABELS.get(kind, kind.replace('_', ' '))}: {text}"
     text = " ".join(text.split())
     return text if len(text) <= 200 else text[:199] + "…"
 

@@ -28,7 +28,9 @@ statistics use the pairs scored in both runs:
   independent), a pair passing in a run when its score is exactly 1.0: with b = pairs passed in A
   and not in B ("regressed") and c = the reverse ("improved"), m = b + c and X ~ Binomial(m, 1/2),
   the exact two-sided p = min(1, 2·P(X ≤ min(b, c))) and the mid-p
-  = min(1, 2·P(X ≤ min(b, c)) − P(X = min(b, c))). With no discordant pair both are 1.
+  = min(1, 2·P(X ≤ min(b, c)) − P(X = min(b, c))). With no discordant pair both are 1;
+- cost: each run's total and, over the pairs whose cost both runs know, the mean difference in
+  cost per repetition with the same interval over tasks (`asynceval.analysis._cost`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from typing import Any
 
 from ..engine.statistics import Z_95, Reducer, as_reducer, clustered_mean_ci
 from ..errors import AsyncEvalError
+from ._cost import cost_comparison
 from .summary import Summary, header_reducers, report_score, summarize
 
 RESAMPLES = 10_000
@@ -76,6 +79,8 @@ class Comparison:
     mcnemar_mid_p (None without pairs); only_in_a, only_in_b (pairs present in one run's file only);
     scored_in_a_only, scored_in_b_only, scored_in_neither (pairs present in both whose score is
     missing in B, in A, in both). Each pair is an object {"task_id": ..., "repeat_idx": ...}.
+    `cost` (JSON already: `asynceval.analysis._cost.cost_comparison`) is not in `as_dict()`,
+    the comparison of scores; `asynceval compare --json` adds it under "cost".
     """
 
     a: Summary
@@ -102,6 +107,7 @@ class Comparison:
     scored_in_a_only: list[PairId] = field(default_factory=list)
     scored_in_b_only: list[PairId] = field(default_factory=list)
     scored_in_neither: list[PairId] = field(default_factory=list)
+    cost: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         def pairs(ids: list[PairId]) -> list[dict[str, Any]]:
@@ -188,6 +194,9 @@ def compare_runs(
             comparison.both_failed += not passed_a
     _paired_statistics(comparison, scores, list(by_task.values()))
     comparison.reducers = reducer_differences(chosen, list(by_task.values()))
+    comparison.cost = cost_comparison(
+        comparison.a, comparison.b, latest_a, latest_b, task_difference_interval
+    )
     return comparison
 
 

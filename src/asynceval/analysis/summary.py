@@ -9,7 +9,17 @@ the interval is Wilson's, over repetitions. The reducers (mean, pass_at_k(k), ..
 per task; each is reported as its mean over the tasks that have one, with the interval of that
 mean (sd / sqrt(tasks)). The errors are grouped by kind (provider refused,
 provider unreachable, your agent raised, your evaluator raised, setup failed, timed out: see
-`asynceval.engine._error_kinds`), each with its count and its first message.
+`asynceval.engine._error_kinds`), each with its count and its first message. Repetitions the
+run's cost budget stopped (status budget_exhausted) are neither scored nor errors: counted apart
+(`budget_exhausted`), as `asynceval run --resume` runs them again.
+
+Cost (DESIGN section 15): the run's total (`cost_usd`), per model and per task sum *every* report
+of the file, the earlier report of a pair that a resumed run re-ran included (its money was
+spent); the p50 and p95 per repetition take the last report of each pair whose cost is known in
+full (see `repetition_cost`), budget_exhausted ones left out (they did not run to their end).
+Calls whose model has no price are counted apart (`unpriced_calls`), never as $0; a report
+without `usage.cost_usd` (written before cost was recorded) has an unknown cost, counted in
+`cost_unknown_reports`.
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ from ..engine.statistics import (
 )
 
 CLUSTERED = "clustered by task"
+BUDGET_EXHAUSTED = "budget_exhausted"  # the status of a repetition the cost budget stopped
 WILSON = "Wilson, over repetitions"
 
 
@@ -96,6 +107,16 @@ class Summary:
     hedges: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0  # of the prompt tokens, read from the provider's prompt cache
+    budget_exhausted: int = 0  # repetitions the cost budget stopped: not scored, not errors
+    cost_usd: float | None = None  # every report's priced calls; None when none was priced
+    unpriced_calls: int = 0  # every report's calls whose model has no price
+    cost_unknown_reports: int = 0  # reports without cost (written before cost was recorded)
+    cost_by_model: dict[str, dict[str, Any]] = field(default_factory=dict)  # {calls, cost_usd, ...}
+    cost_by_task: list[dict[str, Any]] = field(default_factory=list)  # see `_cost_by_task`
+    cost_p50_usd: float | None = None  # per repetition, over `cost_repetitions` of them
+    cost_p95_usd: float | None = None
+    cost_repetitions: int = 0  # last reports whose cost is known in full (budget_exhausted aside)
     duration_p50_s: float | None = None
     duration_p95_s: float | None = None
     wall_s: float | None = None
@@ -125,6 +146,8 @@ def _group_errors(latest: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     for record in latest:
         if record.get("status") == "success" and not record.get("error"):
             continue
+        if record.get("status") == BUDGET_EXHAUSTED:
+            continue  # counted apart: not an error of the agent's nor of the infrastructure
         kind = report_error_kind(record) or "agent_raised"
         group = groups.get(kind)
         if group is None:
@@ -139,12 +162,17 @@ def summarize(
     records: Iterable[Mapping[str, Any]],
     wall_s: float | None = None,
     reducers: Sequence[Reducer | str] | None = None,
+    *,
+    replaced: Iterable[Mapping[str, Any]] = (),
 ) -> Summary:
     """A Summary of a results file's records: header lines (`{"type": "header"}`) count runs, and
-    of several reports for one (task_id, repeat_idx), as after a resume, the last one counts.
+    of several reports for one (task_id, repeat_idx), as after a resume, the last one counts
+    (but the cost of every report adds to the totals: see the module docstring).
     Without `wall_s`, the wall time runs from the first header's start to the last report.
     `reducers` (names or `Reducer`s) default to the ones the run's header names
-    (`benchmark_config["reducers"]`), else mean; a bad name raises ConfigError."""
+    (`benchmark_config["reducers"]`), else mean; a bad name raises ConfigError. `replaced`:
+    earlier reports of pairs that `records` holds only the last of (the view keeps no more),
+    whose cost still counts."""
     records = list(records)
     chosen = [as_reducer(r) for r in reducers] if reducers else header_reducers(records)
     summary = Summary(wall_s=wall_s)
@@ -159,7 +187,10 @@ def summarize(
         statuses[status] += 1
         if record.get("termination_reason"):
             reasons[str(record["termination_reason"])] += 1
-        summary.errors += status != "success" or bool(record.get("error"))
+        if status == BUDGET_EXHAUSTED:
+            summary.budget_exhausted += 1
+        else:
+            summary.errors += status != "success" or bool(record.get("error"))
         summary.timeouts += status == "task_timeout"
         score = report_score(record)
         if score is not None:
@@ -179,6 +210,8 @@ def summarize(
         summary.reducers = reducer_results(chosen, list(by_task.values()))
     summary.duration_p50_s = percentile(durations, 0.50)
     summary.duration_p95_s = percentile(durations, 0.95)
+    reports = [record for record in records if record.get("type") != "header"]
+    _add_costs(summary, [*reports, *replaced], latest)
     return summary
 
 
@@ -292,3 +325,81 @@ def _add_usage(summary: Summary, usage: Mapping[str, Any]) -> None:
     summary.hedges += _count(usage.get("hedges", 0))
     summary.prompt_tokens += _count(usage.get("prompt_tokens", 0))
     summary.completion_tokens += _count(usage.get("completion_tokens", 0))
+    summary.cached_tokens += _count(usage.get("cached_tokens", 0))
+
+
+def repetition_cost(report: Mapping[str, Any]) -> float | None:
+    """A report's cost in USD when it is known in full, else None: its `usage.cost_usd` when no
+    call was unpriced (a null cost_usd with no unpriced call: nothing priced was sent, 0.0);
+    None without cost_usd (a file written before cost was recorded) or with unpriced calls."""
+    usage = mapping(report.get("usage"))
+    if "cost_usd" not in usage:
+        return None
+    cost = usage["cost_usd"]
+    if finite_number(usage.get("unpriced_calls", 0 if cost is not None else None)) != 0:
+        return None  # unpriced calls (or, with a null cost, no count of them)
+    return 0.0 if cost is None else _float(finite_number(cost))
+
+
+def _float(value: int | float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _add_costs(
+    summary: Summary, reports: Iterable[Mapping[str, Any]], latest: Iterable[Mapping[str, Any]]
+) -> None:
+    """The cost figures of `summary`: totals, per model and per task over `reports` (every
+    report), p50/p95 per repetition over `latest` (see the module docstring)."""
+    priced: list[float] = []
+    models: dict[str, dict[str, Any]] = {}
+    tasks: dict[Any, dict[str, Any]] = {}
+    for record in reports:
+        usage = mapping(record.get("usage"))
+        cost = _float(finite_number(usage.get("cost_usd")))
+        if "cost_usd" not in usage or (cost is None and usage["cost_usd"] is not None):
+            summary.cost_unknown_reports += 1  # no cost, or one that is not a number
+            continue
+        unpriced = _count(usage.get("unpriced_calls", 0))
+        summary.unpriced_calls += unpriced
+        task_id = record.get("task_id")
+        task = tasks.setdefault(_hashable(task_id), _tally(task_id=task_id, reports=0))
+        task["reports"] += 1
+        task["unpriced_calls"] += unpriced
+        if cost is not None:
+            priced.append(cost)
+            task["costs"].append(cost)
+        for name, entry in mapping(usage.get("by_model")).items():
+            model = models.setdefault(str(name), _tally(calls=0))
+            calls, model_cost = _count(mapping(entry).get("calls")), mapping(entry).get("cost_usd")
+            model["calls"] += calls
+            if (number := _float(finite_number(model_cost))) is not None:
+                model["costs"].append(number)
+            else:
+                model["unpriced_calls"] += calls
+    summary.cost_usd = math.fsum(priced) if priced else None
+    summary.cost_by_model = {name: _total(model) for name, model in sorted(models.items())}
+    summary.cost_by_task = _cost_by_task(tasks.values())
+    ran = [record for record in latest if record.get("status") != BUDGET_EXHAUSTED]
+    costs = [cost for cost in map(repetition_cost, ran) if cost is not None]
+    summary.cost_repetitions = len(costs)
+    summary.cost_p50_usd, summary.cost_p95_usd = percentile(costs, 0.5), percentile(costs, 0.95)
+
+
+def _tally(**start: Any) -> dict[str, Any]:
+    return {**start, "costs": [], "unpriced_calls": 0}
+
+
+def _total(tally: dict[str, Any]) -> dict[str, Any]:
+    """A tally with its costs summed: cost_usd None when none was priced."""
+    costs = tally.pop("costs")
+    return {**tally, "cost_usd": math.fsum(costs) if costs else None}
+
+
+def _cost_by_task(tallies: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per task with a report that has cost: {task_id, reports (every report of it, replaced
+    ones included), unpriced_calls, cost_usd (their priced calls' sum; None when none was
+    priced)}, the costliest first (unpriced ones last, in the order the file has them)."""
+    totals = [_total(tally) for tally in tallies]
+    unpriced = [t for t in totals if t["cost_usd"] is None]
+    priced = sorted((t for t in totals if t["cost_usd"] is not None), key=lambda t: -t["cost_usd"])
+    return priced + unpriced

@@ -8,12 +8,13 @@ that no text from a run (a trace holding `</script>`) can end the element early.
 builds everything with DOM calls that set text, never HTML, so nothing in a run is markup.
 
 What is embedded is what the page needs, reduced here: per run its headers, its `summarize`
-summary, a column-wise table of its repetitions, one JSON line of details per row (parsed only
-when the row is opened; cut to fit a budget per page, see `_view_rows`), and its events reduced
-to at most `max_buckets` time buckets per run in the log with what `asynceval logs check` says
-of them (see `_view_events`); never the raw events. With several runs, each run after the
-first is compared with the first (`compare_runs`). The page is written to a file beside the
-one asked for and then moved over it: a failed write leaves no half page, and a page never
+summary and its cost in the words `asynceval report` has, a column-wise table of its
+repetitions, one JSON line of details per row (parsed only when the row is opened; cut to fit a
+budget per page, see `_view_rows`), and its events reduced to at most `max_buckets` time buckets
+per run in the log with what `asynceval logs check` says of them (see `_view_events`); never the
+raw events. With several runs, each run after the first is compared with the first
+(`compare_runs`, its cost comparison included). The page is written to a file beside the one
+asked for and then moved over it: a failed write leaves no half page, and a page never
 overwrites a file it shows.
 """
 
@@ -34,6 +35,7 @@ from typing import IO, Any
 
 from .._version import __version__
 from ..events import NO_LLM_CALLS_ADVICE
+from ._cost import budget_rows, comparison_rows, cost_rows, money
 from ._view_events import read_events_view
 from ._view_rows import BUDGET, ROW_CAP, DetailBudget, ViewError, count_lines, dumps, read_rows
 from .compare import compare_runs
@@ -102,7 +104,9 @@ def _run_data(
     ViewError when `results` is not a results file."""
     rows = read_rows(results, share=share)
     manifest = read_manifest(results)
-    summary = summarize(rows.records, wall_s=rows.wall_s(), reducers=reducers)
+    summary = summarize(
+        rows.records, wall_s=rows.wall_s(), reducers=reducers, replaced=rows.replaced
+    )
     summary.damaged_lines = rows.damaged_lines
     events = read_events_view(results.parent / "events.jsonl", rows.headers, max_buckets)
     # As `asynceval report` warns (its text is the run's own `no_llm_calls` event's advice).
@@ -113,6 +117,11 @@ def _run_data(
         "headers": rows.headers,
         "manifest": [list(line) for line in describe(manifest)] if manifest else None,
         "summary": summary.as_dict(),
+        # The cost in the words `asynceval report` has (money is formatted in one place).
+        "cost": {
+            "total": "-" if summary.cost_usd is None else money(summary.cost_usd),
+            "rows": [list(row) for row in cost_rows(summary) + budget_rows(summary)],
+        },
         "warnings": [NO_LLM_CALLS_ADVICE] if no_calls else [],
         "columns": rows.columns,
         "configs": rows.configs,
@@ -133,11 +142,12 @@ def _comparison(
 ) -> dict[str, Any]:
     """`compare_runs` of two runs as JSON without the runs' summaries (the page has them),
     each list of pairs cut to its first LISTED_PAIRS (its full length in `<name>_count`): the
-    page lists flips, the file holds them all."""
-    found = compare_runs(
-        first, other, label_a=label_a, label_b=label_b, reducers=reducers
-    ).as_dict()
+    page lists flips, the file holds them all; with the cost comparison and its lines."""
+    comparison = compare_runs(first, other, label_a=label_a, label_b=label_b, reducers=reducers)
+    found = comparison.as_dict()
     del found["a"], found["b"]
+    found["cost"] = comparison.cost
+    found["cost_rows"] = [list(row) for row in comparison_rows(comparison.cost)]
     for name in _PAIR_LISTS:
         pairs = found.get(name) or []
         found[f"{name}_count"] = len(pairs)

@@ -2,6 +2,7 @@
 layer, and nothing but `asynceval.__main__` imports it).
 
     asynceval run TARGET [--tasks FILE] [--out DIR | --resume DIR] [...]
+    asynceval estimate TARGET [run options] [--sample N] [--seed S] [--json]
     asynceval report RESULTS.jsonl [--json] [--fail-under RATE]
     asynceval compare RUN_A RUN_B [--json]
     asynceval view RUN_DIR [RUN_DIR ...] [--out FILE.html] [--open]
@@ -29,6 +30,7 @@ from ..config import UnknownSettingWarning
 from ._cache import add_parser as add_cache_parser
 from ._compare import add_parser as add_compare_parser
 from ._errors import CLIError, handle_warnings, one_line
+from ._estimate import add_parser as add_estimate_parser
 from ._logs import add_parser as add_logs_parser
 from ._report import add_parser as add_report_parser
 from ._run import add_parser as add_run_parser
@@ -43,6 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"asynceval {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_run_parser(commands)
+    add_estimate_parser(commands)
     add_report_parser(commands)
     add_compare_parser(commands)
     add_view_parser(commands)

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..analysis._cost import budget_rows, comparison_rows, total_text
 from ..analysis.compare import Comparison, NotComparable, PairId, check_comparable, compare_runs
 from ..analysis.summary import Summary
 from ._errors import CLIError
@@ -29,8 +30,8 @@ def add_parser(commands: Any) -> None:
             "Compare run B with run A, repetitions paired by (task_id, repeat_idx): each run's "
             "pass rate, the paired difference B - A with a 95% interval (a paired bootstrap "
             "that resamples tasks) and, with one repetition per task, McNemar's test; each "
-            "reducer's difference over tasks; the repetitions that flipped, and those present "
-            "in one run only."
+            "reducer's difference over tasks; each run's cost and the paired difference in cost "
+            "per repetition; the repetitions that flipped, and those present in one run only."
         ),
     )
     compare.add_argument("run_a", help="run A: a run directory or its results.jsonl")
@@ -62,7 +63,7 @@ def compare_command(args: argparse.Namespace) -> int:
     )
     comparison.a.damaged_lines, comparison.b.damaged_lines = damaged_a, damaged_b
     if args.json:
-        print(json.dumps(comparison.as_dict(), indent=2))
+        print(json.dumps({**comparison.as_dict(), "cost": comparison.cost}, indent=2))
     else:
         print_comparison(comparison, sys.stdout)
     return 0
@@ -170,9 +171,14 @@ def print_comparison(comparison: Comparison, stream: TextIO) -> None:
         ("B", comparison.label_b),
         ("pass rate A", _pass_rate(comparison.a)),
         ("  interval", str(comparison.a.pass_rate_interval or "-")),
+        ("  cost", total_text(comparison.a)),
+        *[(f"  {label}", text) for label, text in budget_rows(comparison.a)],
         ("pass rate B", _pass_rate(comparison.b)),
         ("  interval", str(comparison.b.pass_rate_interval or "-")),
+        ("  cost", total_text(comparison.b)),
+        *[(f"  {label}", text) for label, text in budget_rows(comparison.b)],
         *_paired(comparison),
+        *comparison_rows(comparison.cost),
     ]
     rows += [(name, str(len(pairs))) for name, pairs in _pair_lists(comparison)[2:]]
     for side, summary in (("A", comparison.a), ("B", comparison.b)):

@@ -10,8 +10,10 @@ from typing import Any, TextIO
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..analysis import Summary, summarize
+from ..analysis._cost import budget_rows, cost_rows
 from ..analysis.run_info import describe, read_manifest
 from ..engine import read_records
 from ..engine.statistics import REDUCER_NAMES, as_reducer
@@ -95,10 +97,13 @@ def fail_under_status(summary: Summary, threshold: float | None, *, quiet: bool 
     failed = sum(summary.statuses.get(status, 0) for status in _FAILED_FOR_THE_GATE)
     counted = summary.scored + failed
     errors = sum(summary.statuses.get(status, 0) for status in _UNSCORED_ERRORS)
-    others = summary.repetitions - counted - errors - summary.timeouts
+    stopped = summary.budget_exhausted
+    others = summary.repetitions - counted - errors - summary.timeouts - stopped
     unscored = f"not scored: {errors} errors, {summary.timeouts} timeouts" + (
         f", {others} without an evaluator's result" if others else ""
     )
+    if stopped:
+        unscored += f", {stopped} stopped by the cost budget (run again by --resume)"
     wanted = f"--fail-under {threshold * 100:g}%"
     if not counted:
         print(f"asynceval: {wanted}: no repetition was scored ({unscored})", file=sys.stderr)
@@ -254,6 +259,8 @@ def print_summary(summary: Summary, stream: TextIO) -> None:
             table.add_row(f"  {group['label']}", f"{group['count']}: {group['first']}")
     else:
         table.add_row("errors", "none")
+    for label, text in budget_rows(summary):
+        table.add_row(label, text)
     table.add_row("LLM calls / retries", f"{summary.llm_calls} / {summary.retries}")
     if summary.cache_hits:
         table.add_row("answered from the cache", f"{summary.cache_hits} of the LLM calls")
@@ -261,7 +268,12 @@ def print_summary(summary: Summary, stream: TextIO) -> None:
         table.add_row("replayed from the journal", f"{summary.journal_hits} of the LLM calls")
     if summary.hedges:
         table.add_row("hedged (LLM_HEDGE)", f"{summary.hedges} extra requests")
-    table.add_row("tokens in / out", f"{summary.prompt_tokens} / {summary.completion_tokens}")
+    tokens = f"{summary.prompt_tokens} / {summary.completion_tokens}"
+    if summary.cached_tokens:
+        tokens += f" ({summary.cached_tokens} in from the provider's prompt cache)"
+    table.add_row("tokens in / out", tokens)
+    for label, text in cost_rows(summary):
+        table.add_row(Text(label), Text(text))  # Text: model names and task ids are no markup
     table.add_row(
         "task duration p50 / p95",
         f"{_seconds(summary.duration_p50_s)} / {_seconds(summary.duration_p95_s)}",

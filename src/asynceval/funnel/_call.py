@@ -11,13 +11,23 @@ from tenacity import RetryCallState
 
 from .. import events
 from ..errors import LLMCallFailed, ProviderError, RateLimited
+from ._costing import Costing
 from ._usage import UsageCounter
 
 
 class Call:
     """One call's identity and counters, shared by its attempts."""
 
-    __slots__ = ("agent", "attempts", "call_id", "dimension", "handed_on", "started", "usage")
+    __slots__ = (
+        "agent",
+        "attempts",
+        "call_id",
+        "costing",
+        "dimension",
+        "handed_on",
+        "started",
+        "usage",
+    )
 
     def __init__(
         self,
@@ -26,12 +36,14 @@ class Call:
         call_id: str,
         started: float,
         usage: UsageCounter | None,
+        costing: Costing | None = None,
     ) -> None:
         self.agent = agent
         self.dimension = dimension
         self.call_id = call_id
         self.started = started
         self.usage = usage
+        self.costing = costing  # its price and budget: each of its requests is priced
         self.attempts = 1
         self.handed_on = False  # its last attempt's slot went straight to a caller in line
 

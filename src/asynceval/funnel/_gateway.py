@@ -24,9 +24,16 @@ import anyio.lowlevel
 
 from .. import events
 from ..config import Hedge, Settings
-from ..errors import AttemptTimeout, ProviderError, RateLimited
+from ..errors import (
+    AttemptTimeout,
+    BudgetExhausted,
+    ProviderConnectionError,
+    ProviderError,
+    RateLimited,
+)
 from ..limits import ConcurrencyController, ProviderRates, RateLimiter, RetryPolicy
 from ._call import Call, call_id, caller
+from ._costing import Costing
 from ._hedge import Hedger, hedger_for
 from ._held import collect_if_dropped, scope_if_any
 from ._lease import Lease
@@ -84,6 +91,9 @@ class Overrides(NamedTuple):
             settings.llm_hedge_budget,
         )
 
+
+_NOT_SENT = ("ConnectError", "ConnectTimeout")
+"""How a connection failure that never reached the provider is named (`_replies`)."""
 
 MAX_REQUEUES = 10
 """How many times one attempt may be turned away by an overloaded provider and sent again,
@@ -176,6 +186,7 @@ class Gateway:
         usage_of: Callable[[T], Usage | None] | None = None,
         estimated_tokens: int = 0,
         hedge: bool = True,
+        costing: Costing | None = None,
     ) -> T:
         """Make the call, retrying as the policy allows; raises `LLMCallFailed` when it gives up.
 
@@ -183,7 +194,9 @@ class Gateway:
         `usage_of` reads the tokens a result reports (default: its `usage` attribute, if that
         is a `Usage`); a result whose attempt kept its lease (a stream) reports them when it
         releases it. `hedge=False` refuses LLM_HEDGE's second request for this call (a streamed
-        answer: its body is never hedged).
+        answer: its body is never hedged). `costing` prices each request and reserves its worst
+        case against the run's budget before it is sent (`BudgetExhausted` when it does not
+        fit: never retried).
         """
         if usage_of is None:
             usage_of = _usage_attribute
@@ -192,6 +205,7 @@ class Gateway:
             call_id(),
             time.monotonic(),
             current_usage(),
+            costing,
         )
         hedger = self.hedger if hedge else None
         try:
@@ -303,9 +317,16 @@ class Gateway:
         if held:  # a stream this scope left unread must not block it: closed when no slot is free
             await collect_if_dropped(held, controller, endpoint)
         await slot.__aenter__()
-        lease = Lease(slot, limiter, call.usage)
+        lease = Lease(slot, limiter, call.usage, call.costing)
         signals = self.signals
         try:
+            if call.costing is not None and call.costing.budget is not None:
+                try:
+                    await lease.reserve_cost()  # with the slot: only requests about to go
+                except BudgetExhausted:
+                    if call.usage is not None:
+                        call.usage.budget_refused = True
+                    raise
             if limiter is not None:
                 lease._reservation = await limiter.acquire(estimated_tokens)
             if signals is not None:
@@ -313,7 +334,9 @@ class Gateway:
                 if signals.rates.active:  # the provider announced its limits: keep them
                     await signals.acquire(lease, estimated_tokens)
             result = await self._request(attempt, lease, requeue)
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, ProviderConnectionError) and exc.message.startswith(_NOT_SENT):
+                lease.sent_seq = 0  # it never reached the provider: nothing to bill
             lease.release()  # the request counted (if it went); its tokens were not used
             raise
         controller.succeeded(endpoint)

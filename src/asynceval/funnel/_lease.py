@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from decimal import Decimal
 
 from ..limits import RateLimiter, Slot
 from ..limits.rate import Reservation
+from ._costing import Costing
 from ._held import Held, current_scope
 from ._usage import Usage, UsageCounter
 
@@ -22,6 +24,8 @@ class Lease:
     """
 
     __slots__ = (
+        "_answered",
+        "_cost_share",
         "_held",
         "_learned",
         "_learned_window",
@@ -32,17 +36,27 @@ class Lease:
         "_unsend",
         "_usage",
         "on_answer",
+        "costing",
         "on_reclaim",
         "reading",
         "sent_seq",
     )
 
-    def __init__(self, slot: Slot, limiter: RateLimiter | None, usage: UsageCounter | None):
+    def __init__(
+        self,
+        slot: Slot,
+        limiter: RateLimiter | None,
+        usage: UsageCounter | None,
+        costing: Costing | None = None,
+    ):
         self._slot = slot
         self._limiter = limiter
         self._reservation: Reservation | None = None
         self._usage = usage
         self._released = False
+        self.costing = costing  # its call's price and budget (None: not a priced model call)
+        self._cost_share: Decimal | None = None  # what it reserved of the budget, if any
+        self._answered = False
         self._held: Held | None = None
         self.reading = False  # a kept lease's stream is waiting for its next chunk
         self.on_reclaim: Callable[[], None] | None = None  # what ends its stream (see reclaim)
@@ -59,6 +73,7 @@ class Lease:
         """The provider answered this attempt (any status) with `headers`: the sender calls it
         once per answer, before reading the body, so that what the headers say (the rate
         budget left) is known to the calls that follow."""
+        self._answered = True
         if self.on_answer is not None:
             self.on_answer(self, headers)
 
@@ -84,6 +99,19 @@ class Lease:
         lease is recorded in the current scope (see `asynceval.funnel._held`)."""
         self._held = current_scope()
         self._held[self] = None
+        if self._cost_share is not None and self.costing is not None:
+            assert self.costing.budget is not None
+            self.costing.budget.streaming()  # its reader may be the code waiting for budget
+
+    async def reserve_cost(self) -> None:
+        """Reserve this request's worst case against its run's budget (the gateway, before it
+        is sent); `BudgetExhausted` when it does not fit."""
+        costing = self.costing
+        if costing is None or costing.budget is None:
+            return
+        share = costing.worst_case()
+        await costing.budget.reserve(share)
+        self._cost_share = share
 
     def reclaim(self) -> None:
         """Its scope ended with the result unfinished: end it (`on_reclaim`: the stream closes
@@ -112,9 +140,50 @@ class Lease:
                 _settle(self._learned_window, self._learned, usage, self.kept)
             if usage is not None and self._usage is not None:
                 self._usage.add_tokens(usage)
+            cost, unknown = self._cost(usage) if self.costing is not None else (None, False)
         finally:
-            handed = self._slot.release()
+            costing = self.costing
+            if costing is None:
+                handed = self._slot.release()
+            else:
+                handed = self._slot.release(
+                    cost_usd=None if cost is None else float(cost),
+                    unpriced=costing.price is None,
+                    cost_unknown=unknown,
+                )
         return handed
+
+    def _cost(self, usage: Usage | None) -> tuple[Decimal | None, bool]:
+        """What this request cost, and whether that is its worst case for want of an answer: a
+        read answer costs its usage at its price; an error answer, or a request never sent,
+        nothing; a request sent and never answered, or a stream left unread, its worst case
+        (the provider may bill it). Settled against the budget and counted into the usage."""
+        costing = self.costing
+        assert costing is not None
+        price = costing.price
+        unknown = False
+        cost: Decimal | None
+        if price is None:
+            cost = None
+        elif usage is not None:
+            cost = price.cost(
+                usage.prompt_tokens,
+                usage.completion_tokens,
+                usage.cached_tokens,
+                usage.cache_write_tokens,
+            )
+        elif self.kept or (self.sent_seq and not self._answered):
+            cost = self._cost_share if self._cost_share is not None else costing.worst_case()
+            unknown = True
+        else:
+            cost = Decimal(0)
+        share = self._cost_share
+        if share is not None and costing.budget is not None:
+            costing.budget.settle(share, cost or Decimal(0), waited=not self.kept)
+        counter = self._usage
+        if counter is not None and (usage is not None or unknown):
+            counter.add_cost(costing.model, cost)
+        return cost, unknown
 
 
 def _settle(limiter: RateLimiter, share: Reservation, usage: Usage | None, kept: bool) -> None:

@@ -173,7 +173,12 @@ class Race(Generic[T]):
         # Its own id (its slot events are a request of their own), named after the call's so
         # that what counts a repetition's calls (the engine's watch) sees one call, not two.
         hedge = Call(
-            call.agent, call.dimension, hedge_id(call.call_id), time.monotonic(), call.usage
+            call.agent,
+            call.dimension,
+            hedge_id(call.call_id),
+            time.monotonic(),
+            call.usage,
+            call.costing,  # a hedge is a request of its own: priced, and within the budget
         )
         events.hedge_sent(
             agent=call.agent,

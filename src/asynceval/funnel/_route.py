@@ -24,8 +24,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ProviderError
-from ..runtime import CachedAnswer, EndpointKey, Runtime
+from ..runtime import CachedAnswer, EndpointKey, Price, Runtime
 from ._cache import CacheUse
+from ._costing import Costing, Pricing
 from ._gateway import Gateway, Overrides
 from ._journal import CallJournal, current_journal
 from ._lease import Lease
@@ -89,7 +90,7 @@ class Route:
     `url` is the URL a `post` goes to (a transport's route is built on a request's URL, and
     sends each request to its own URL); its endpoint (`endpoint_of`) keys the 429 pause and the
     adaptive limit, its origin the connection pool. `own` replaces the runtime's limits for this
-    caller; `transport` picks the HTTP transport ("aiohttp", "httpx", or any httpx transport;
+    caller, and `price` the price of every model it sends; `transport` picks the HTTP transport ("aiohttp", "httpx", or any httpx transport;
     default LLM_HTTP_TRANSPORT); `headers` go with every `post`. With the embedded simulator's
     URL and no transport object, `sim` (default: the runtime's) answers: in process for a
     `post`, over ASGI for a `send` (which may stream).
@@ -106,6 +107,7 @@ class Route:
         "gateway",
         "key",
         "pools",
+        "pricing",
     )
 
     def __init__(
@@ -117,12 +119,16 @@ class Route:
         transport: HttpTransport | httpx.AsyncBaseTransport | None = None,
         headers: Mapping[str, str] | None = None,
         sim: SimProvider | None = None,
+        price: Price | None = None,
     ) -> None:
         import httpx  # built once per caller and runtime: not at `import asynceval`
 
         parsed = httpx.URL(url)
         origin = origin_of(parsed)
-        self.gateway = Gateway.for_runtime(runtime, endpoint_of(parsed), own)
+        endpoint = endpoint_of(parsed)
+        self.gateway = Gateway.for_runtime(runtime, endpoint, own)
+        # Each request's model priced: the caller's own price, else the runtime's prices.
+        self.pricing = Pricing(runtime.prices, endpoint, price)
         self._url = url
         self._headers = dict(headers or {})
         self.pools = runtime.pools
@@ -195,6 +201,7 @@ class Route:
         dimension: str | None,
     ) -> Awaitable[T]:
         estimated = estimated_tokens(content, body)
+        costing = self.pricing.costing(content, body)
         sim = self._sim
         if sim is not None:
             # Served in process without HTTP emulation: the same simulated provider (its
@@ -212,8 +219,9 @@ class Route:
                 dimension=dimension,
                 usage_of=usage_of,
                 estimated_tokens=estimated,
+                costing=costing,
             )
-        return self._post_http(content, read, usage_of, agent, dimension, estimated)
+        return self._post_http(content, read, usage_of, agent, dimension, estimated, costing)
 
     async def _post_http(
         self,
@@ -223,6 +231,7 @@ class Route:
         agent: str | None,
         dimension: str | None,
         estimated: int,
+        costing: Costing | None,
     ) -> T:
         import httpx
 
@@ -249,6 +258,7 @@ class Route:
                 dimension=dimension,
                 usage_of=usage_of,
                 estimated_tokens=estimated,
+                costing=costing,
             )
         finally:
             entry.leave()

@@ -18,6 +18,7 @@ import json
 from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from .._scoped import Scoped
@@ -25,19 +26,29 @@ from .._scoped import Scoped
 
 @dataclass(frozen=True)
 class Usage:
-    """Tokens the provider reports for one completion (0 when it reports none)."""
+    """Tokens the provider reports for one completion (0 when it reports none).
+    `prompt_tokens` counts every prompt token, those read from the provider's prompt cache
+    (`cached_tokens`) and written to it (`cache_write_tokens`) included, whatever the API's own
+    split (Anthropic counts its cache tokens apart from `input_tokens`)."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
     @classmethod
     def from_body(cls, usage: Any, prompt_key: str, completion_key: str) -> Usage:
         """Usage from a provider's `usage` object; missing or null counts are 0."""
         usage = usage if isinstance(usage, Mapping) else {}
-        return cls(
-            prompt_tokens=int(usage.get(prompt_key) or 0),
-            completion_tokens=int(usage.get(completion_key) or 0),
-        )
+        prompt = _count(usage.get(prompt_key))
+        details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details")
+        cached = _count(details.get("cached_tokens")) if isinstance(details, Mapping) else 0
+        written = 0
+        if "cache_read_input_tokens" in usage or "cache_creation_input_tokens" in usage:
+            cached = _count(usage.get("cache_read_input_tokens"))  # Anthropic's: apart
+            written = _count(usage.get("cache_creation_input_tokens"))
+            prompt += cached + written
+        return cls(prompt, _count(usage.get(completion_key)), cached, written)
 
     @property
     def total_tokens(self) -> int:
@@ -60,6 +71,14 @@ class UsageCounter:
     cache_hits: int = 0
     journal_hits: int = 0
     hedges: int = 0
+    cached_tokens: int = 0
+    unpriced_calls: int = 0
+    cost: Decimal | None = None
+    """What the priced requests cost, unrounded (None: none was priced)."""
+    budget_refused: bool = False
+    """A call was refused by the run's budget (its repetition is `budget_exhausted`)."""
+    # Per model: [requests answered, their cost (None: unpriced)].
+    models: dict[str, list[Any]] = field(default_factory=dict, repr=False)
     # Requests made so far, by cache key: the model-call cache tells the n-th identical one apart.
     requests_seen: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
@@ -67,18 +86,48 @@ class UsageCounter:
         """Count the tokens an answer reports."""
         self.prompt_tokens += usage.prompt_tokens
         self.completion_tokens += usage.completion_tokens
+        self.cached_tokens += usage.cached_tokens
 
-    def as_dict(self) -> dict[str, int]:
+    def add_cost(self, model: str, cost: Decimal | None) -> None:
+        """Count one answered request of `model` that cost `cost` (None: it has no price)."""
+        row = self.models.get(model)
+        if row is None:
+            row = self.models[model] = [0, None]
+        row[0] += 1
+        if cost is None:
+            self.unpriced_calls += 1
+            return
+        self.cost = cost if self.cost is None else self.cost + cost
+        row[1] = cost if row[1] is None else row[1] + cost
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report's `usage`: counts, and `cost_usd` (a float, None when nothing was
+        priced) with `by_model` (`{model: {"calls": n, "cost_usd": x}}`)."""
         return {
             "llm_calls": self.llm_calls,
             "failed_calls": self.failed_calls,
             "retries": self.retries,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
+            "cached_tokens": self.cached_tokens,
             "cache_hits": self.cache_hits,
             "journal_hits": self.journal_hits,
             "hedges": self.hedges,
+            "cost_usd": None if self.cost is None else float(self.cost),
+            "unpriced_calls": self.unpriced_calls,
+            "by_model": {
+                name: {"calls": calls, "cost_usd": None if cost is None else float(cost)}
+                for name, (calls, cost) in self.models.items()
+            },
         }
+
+
+def _count(value: Any) -> int:
+    """A token count as a provider reports it: null, missing or not a number is 0."""
+    try:
+        return max(int(value or 0), 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 _current: ContextVar[UsageCounter | None] = ContextVar("asynceval_usage", default=None)
@@ -134,12 +183,14 @@ def usage_from_json(content: bytes) -> Usage | None:
 class StreamUsage:
     """Reads server-sent events as they pass and keeps the usage they report."""
 
-    __slots__ = ("_pending", "completion", "prompt", "seen")
+    __slots__ = ("_pending", "cached", "completion", "prompt", "seen", "written")
 
     def __init__(self) -> None:
         self._pending = b""
         self.prompt = 0
         self.completion = 0
+        self.cached = 0
+        self.written = 0
         self.seen = False
 
     def feed(self, chunk: bytes) -> None:
@@ -164,6 +215,7 @@ class StreamUsage:
             found = usage_from_body(message)  # Anthropic: the input tokens come first
             if found is not None:
                 self.prompt, self.seen = found.prompt_tokens, True
+                self.cached, self.written = found.cached_tokens, found.cache_write_tokens
             return
         usage = event.get("usage")
         if event.get("type") == "message_delta" and isinstance(usage, dict):
@@ -177,7 +229,10 @@ class StreamUsage:
                 found.completion_tokens,
                 True,
             )
+            self.cached, self.written = found.cached_tokens, found.cache_write_tokens
 
     def usage(self) -> Usage | None:
         """What the stream reported so far, or None if it reported nothing."""
-        return Usage(self.prompt, self.completion) if self.seen else None
+        if not self.seen:
+            return None
+        return Usage(self.prompt, self.completion, self.cached, self.written)

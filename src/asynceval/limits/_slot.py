@@ -94,10 +94,17 @@ class Slot:
     ) -> None:
         self.release()
 
-    def release(self) -> bool:
+    def release(
+        self,
+        *,
+        cost_usd: float | None = events.NO_COST,
+        unpriced: bool = False,
+        cost_unknown: bool = False,
+    ) -> bool:
         """Free the slot (what leaving the `async with` does); for a holder that outlives the
         block, such as a response stream that keeps its slot until it is read. Call it once.
-        Returns whether the slot went straight to a caller waiting in line."""
+        Returns whether the slot went straight to a caller waiting in line. An LLM request's
+        holder says what it cost (`events.released`)."""
         # Written before the slot is free: whoever takes it next (in any thread) writes its
         # `acquired` after this line, so replaying the log never counts more than were held.
         controller = self._controller
@@ -108,6 +115,9 @@ class Slot:
                 call_id=self.call_id,
                 active_slots=controller._active - 1,
                 held_s=time.monotonic() - self._acquired_at,
+                cost_usd=cost_usd,
+                unpriced=unpriced,
+                cost_unknown=cost_unknown,
             )
         finally:
             try:

@@ -38,7 +38,7 @@ from ..funnel import (
     parse_or_malformed,
 )
 from ..limits import ConcurrencyController, RateLimiter
-from ..runtime import Runtime, from_thread
+from ..runtime import Price, Runtime, from_thread
 from .types import Completion, Messages, as_messages
 
 if TYPE_CHECKING:
@@ -87,7 +87,10 @@ class ChatModel(ABC):
     closed by the model). `sim_config` configures a simulator of the model's own when it talks
     to the embedded one (no base URL, no transport object), and is unused otherwise (so setting
     LLM_BASE_URL points the same code at a real provider). `structured_output=False` declares a
-    provider without JSON-schema output (older Ollama models, some vLLM servers).
+    provider without JSON-schema output (older Ollama models, some vLLM servers). `price` is
+    what this model's calls cost, in genai-prices' vocabulary (`{"input_mtok": 2.5,
+    "output_mtok": 10, "cache_read_mtok": 1.25}`, USD per million tokens), ahead of
+    LLM_PRICES_FILE and genai-prices' own prices.
     """
 
     path: str
@@ -105,6 +108,7 @@ class ChatModel(ABC):
         transport: HttpTransport | httpx.AsyncBaseTransport | None = None,
         sim_config: SimConfig | None = None,
         structured_output: bool = True,
+        price: Price | Mapping[str, Any] | None = None,
     ) -> None:
         self.runtime = runtime
         self._settings = settings
@@ -134,6 +138,8 @@ class ChatModel(ABC):
         if not model:
             raise ConfigError(f"no model name for {base_url}: pass model= or set LLM_MODEL")
         self.model = model
+        self.price = None if price is None else Price.of(price, model)
+        """This model's own price (`price=`), ahead of LLM_PRICES_FILE and genai-prices'."""
         self.base_url = _checked_base_url(base_url)
         self._own = Overrides.of(
             controller=controller, rate_limiter=rate_limiter, settings=settings
@@ -191,6 +197,7 @@ class ChatModel(ABC):
             transport=self._transport,
             headers=self._headers_sent,
             sim=self._own_sim,
+            price=self.price,
         )
         # Weakly: a runtime the application dropped still closes its pools when collected.
         self._last_route = (weakref.ref(runtime), route)  # one assignment: thread-safe

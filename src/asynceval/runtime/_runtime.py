@@ -24,6 +24,7 @@ from ..config import Settings
 from ..limits import ConcurrencyController, ProviderRates, RateLimiter, RetryPolicy
 from ._pools import Pools
 from .cache import CallCache
+from .prices import Prices
 
 if TYPE_CHECKING:
     from ..sim import SimProvider
@@ -69,6 +70,13 @@ class Runtime:
         self._sim: SimProvider | None = None
         self._sim_lock = threading.Lock()
         self._provider_rates: dict[str, ProviderRates] = {}  # guarded by `_sim_lock`
+        # What each model's calls cost: LLM_PRICES_FILE (read now: a bad one is refused at
+        # once), then the simulator's and genai-prices' prices.
+        self.prices = (
+            Prices.from_file(self.settings.llm_prices_file)
+            if self.settings.llm_prices_file
+            else Prices()
+        )
         # Answers of identical calls from disk (LLM_CACHE_DIR), for every model and transport.
         self.cache = (
             CallCache(self.settings.llm_cache_dir, max_bytes=self.settings.llm_cache_max_bytes)

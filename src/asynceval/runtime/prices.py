@@ -49,6 +49,13 @@ SIM_PRICE: Mapping[str, float] = {"input_mtok": 1.0, "output_mtok": 2.0, "cache_
 """The embedded simulated provider's documented price, so that cost is testable offline: $1 per
 million prompt tokens, $2 per million completion tokens, $0.50 per million cached prompt tokens,
 in every lane."""
+SIM_MAX_OUTPUT_TOKENS = 1024
+"""The most completion tokens the simulated provider answers (fewer when a request's max_tokens
+says so): its calls' worst case, for a budget."""
+DEFAULT_OUTPUT_RESERVE = 32_768
+"""The completion tokens a budget reserves for a call that sets no max_tokens (max_tokens,
+max_completion_tokens or max_output_tokens) to a model whose output limit is not known (see
+`Price.output_cap`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,25 +70,65 @@ class Price:
     cache_read_mtok: Decimal | TieredPrices | None = None
     source: str = "file"
     context_window: int | None = None
+    cache_write_mtok: Decimal | TieredPrices | None = None
+    max_output_tokens: int | None = None
 
-    def cost(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> Decimal:
-        """What one call cost: `prompt_tokens` (all of them, `cached_tokens` included) and
-        `completion_tokens` at this price; unrounded."""
+    def cost(
+        self,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cached_tokens: int = 0,
+        cache_write_tokens: int = 0,
+    ) -> Decimal:
+        """What one call cost: `prompt_tokens` (all of them, `cached_tokens` read from the
+        provider's prompt cache and `cache_write_tokens` written to it included) and
+        `completion_tokens` at this price; unrounded. A price with no cache rates prices those
+        tokens as the others."""
         from genai_prices.types import calc_unit_price
 
         cached = min(max(cached_tokens, 0), prompt_tokens)
-        cache_rate = self.input_mtok if self.cache_read_mtok is None else self.cache_read_mtok
-        return (
-            calc_unit_price(self.input_mtok, prompt_tokens - cached, prompt_tokens, _MILLION)
-            + calc_unit_price(cache_rate, cached, prompt_tokens, _MILLION)
-            + calc_unit_price(self.output_mtok, completion_tokens, prompt_tokens, _MILLION)
-        )
+        written = min(max(cache_write_tokens, 0), prompt_tokens - cached)
+        read_rate = self.input_mtok if self.cache_read_mtok is None else self.cache_read_mtok
+        write_rate = self.input_mtok if self.cache_write_mtok is None else self.cache_write_mtok
+        total = calc_unit_price(
+            self.input_mtok, prompt_tokens - cached - written, prompt_tokens, _MILLION
+        ) + calc_unit_price(self.output_mtok, completion_tokens, prompt_tokens, _MILLION)
+        if cached:
+            total += calc_unit_price(read_rate, cached, prompt_tokens, _MILLION)
+        if written:
+            total += calc_unit_price(write_rate, written, prompt_tokens, _MILLION)
+        return total
+
+    @classmethod
+    def of(cls, prices: Price | Mapping[str, Any], model: str = "the model") -> Price:
+        """A price given in genai-prices' vocabulary (`{"input_mtok": 2.5, "output_mtok": 10}`,
+        USD per million tokens), checked as a price file's entry is; a `Price` as it is."""
+        return prices if isinstance(prices, Price) else _checked(model, prices)
+
+    def output_cap(self, prompt_bound: int) -> int:
+        """The most completion tokens a call that sets no max_tokens may get: the model's
+        output limit if known, else what its context window leaves after the prompt's bound,
+        else `DEFAULT_OUTPUT_RESERVE`."""
+        if self.max_output_tokens is not None:
+            return self.max_output_tokens
+        if self.context_window is not None:
+            return max(self.context_window - prompt_bound, 0) or DEFAULT_OUTPUT_RESERVE
+        return DEFAULT_OUTPUT_RESERVE
+
+    def worst_case(self, prompt_bound: int, output_cap: int) -> Decimal:
+        """The most a call can cost with at most `prompt_bound` prompt tokens (all at the
+        dearer of the input and cache-write rates) and `output_cap` completion tokens."""
+        dearest = self.cost(prompt_bound, output_cap)
+        if self.cache_write_mtok is not None:
+            dearest = max(dearest, self.cost(prompt_bound, output_cap, 0, prompt_bound))
+        return dearest
 
 
 class Prices:
     """Where a runtime's calls find their price (see the module). `overrides` maps a model name
     to its prices in genai-prices' vocabulary (`{"input_mtok": 2.5, "output_mtok": 10,
-    "cache_read_mtok": 1.25}`, USD per million tokens; a tier as `{"base": 3, "tiers": [{"start":
+    "cache_read_mtok": 1.25}`, USD per million tokens; `cache_write_mtok` prices the prompt
+    tokens written to a provider's prompt cache; a tier as `{"base": 3, "tiers": [{"start":
     200000, "price": 6}]}`); a bad one is a `ConfigError` naming the model and the key. Lookups are
     kept per (model, base URL, lane), from any thread."""
 
@@ -156,6 +203,7 @@ def _checked(model: str, prices: Any) -> Price:
         values["input_mtok"],  # type: ignore[arg-type]
         values["output_mtok"],  # type: ignore[arg-type]
         values.get("cache_read_mtok"),
+        cache_write_mtok=values.get("cache_write_mtok"),
     )
 
 
@@ -165,6 +213,7 @@ def _sim_price() -> Price:
         Decimal(str(SIM_PRICE["output_mtok"])),
         Decimal(str(SIM_PRICE["cache_read_mtok"])),
         source="sim",
+        max_output_tokens=SIM_MAX_OUTPUT_TOKENS,
     )
 
 
@@ -186,7 +235,8 @@ def _bundled(model: str, base_url: str | None, lane: str) -> Price | None:
         return None
     provider, info = found
     prices = info.get_prices(datetime.now(UTC), _CONTEXTS[lane])
-    rates = [getattr(prices, key, None) for key in ("input_mtok", "output_mtok", "cache_read_mtok")]
+    keys = ("input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok")
+    rates = [getattr(prices, key, None) for key in keys]
     if rates[0] is None or rates[1] is None:
         return None  # priced by other units (images, requests): not by tokens
     return Price(
@@ -195,6 +245,7 @@ def _bundled(model: str, base_url: str | None, lane: str) -> Price | None:
         rates[2],
         source=f"genai-prices:{provider.id}/{info.id}",
         context_window=info.context_window,
+        cache_write_mtok=rates[3],
     )
 
 

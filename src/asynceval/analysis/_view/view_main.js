@@ -89,6 +89,12 @@
         ciBar(s.pass_rate_ci95, s.pass_rate, 200),
         s.add_tasks_not_repeats ? el("div", { cls: "muted", id: "add-tasks", text: "the interval is mostly between tasks: add tasks, not repeats" }) : null,
       ].filter(Boolean)));
+    // Beside the pass rate: the run's cost, in the words `asynceval report` has (view.py).
+    cards.appendChild(el("div", { cls: "card", id: "cost" }, [
+      el("div", { cls: "muted", text: "cost" }),
+      el("div", { cls: "big", text: run.cost.total }),
+      kvTable(run.cost.rows),
+    ]));
     if (s.reducers && s.reducers.length) {
       cards.appendChild(el("div", { cls: "card", id: "reducers" }, [
         el("div", { cls: "muted", text: "reducers, mean over tasks (95% CI)" }),
@@ -135,7 +141,7 @@
     root.appendChild(el("h2", { text: "Runs side by side" }));
     var statuses = [];
     RUNS.forEach(function (r) { Object.keys(r.summary.statuses).forEach(function (s) { if (statuses.indexOf(s) < 0) statuses.push(s); }); });
-    var head = ["run", "repetitions", "scored", "passed", "pass rate", "95% CI", ""].concat(statuses, ["LLM calls", "retries", "wall time", "max in flight / limit"]);
+    var head = ["run", "repetitions", "scored", "passed", "pass rate", "95% CI", "", "cost"].concat(statuses, ["LLM calls", "retries", "wall time", "max in flight / limit"]);
     var table = el("table", { cls: "compare", id: "compare-table" }, [el("tr", null, head.map(function (h) { return el("th", { text: h }); }))]);
     RUNS.forEach(function (r, i) {
       var s = r.summary;
@@ -147,6 +153,7 @@
         el("td", { cls: "num", text: pct(s.pass_rate) }),
         el("td", { cls: "num", text: s.pass_rate_ci95 ? pct(s.pass_rate_ci95[0]) + " – " + pct(s.pass_rate_ci95[1]) : "-" }),
         el("td", null, [ciBar(s.pass_rate_ci95, s.pass_rate, 160)]),
+        el("td", { cls: "num", title: r.cost.rows[0][1], text: r.cost.total }),
       ];
       statuses.forEach(function (st) { cells.push(el("td", { cls: "num", text: num(s.statuses[st] || 0) })); });
       cells.push(el("td", { cls: "num", text: num(s.llm_calls) }), el("td", { cls: "num", text: num(s.retries) }), el("td", { cls: "num", text: secs(s.wall_s) }));
@@ -191,6 +198,7 @@
         })))]),
       ]));
     }
+    root.appendChild(el("div", { cls: "card", id: "cost-" + index }, [kvTable(c.cost_rows)]));
     root.appendChild(kvTable([
       ["only in " + c.label_a, num(c.only_in_a_count)],
       ["only in " + c.label_b, num(c.only_in_b_count)],

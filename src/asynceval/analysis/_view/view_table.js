@@ -11,9 +11,22 @@
     { key: "llm_calls", label: "calls", num: true },
     { key: "retries", label: "retries", num: true },
     { key: "tokens", label: "tokens in / out", num: true },
+    { key: "cost_usd", label: "cost", num: true, fmt: usd },
     { key: "attempts", label: "attempts", num: true },
     { key: "error", label: "error" },
   ];
+  // USD as `asynceval report` writes it: 4 significant digits below $1, cents from $1 up.
+  function usd(x) {
+    if (!real(x)) return "-";
+    var a = Math.abs(x), sign = x < 0 ? "-" : "";
+    if (a === 0) return "$0";
+    if (a >= 1) return sign + "$" + a.toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+    if (a < 1e-9) return sign + "$" + a.toExponential(3);
+    var parts = a.toFixed(3 - Math.floor(Math.log10(a))).split(".");
+    var fraction = parts[1].replace(/0+$/, "");
+    while (fraction.length < 2) fraction += "0";
+    return sign + "$" + parts[0] + "." + fraction;
+  }
   function cell(cols, key, i) {
     if (key === "tokens") {
       var a = cols.prompt_tokens[i], b = cols.completion_tokens[i];
