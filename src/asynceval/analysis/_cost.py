@@ -1,0 +1,225 @@
+"""What runs cost, in words and in pairs: the money format, the lines `asynceval report`, `view`
+and `compare` show of a summary's cost, and the paired cost difference of two runs.
+
+The figures themselves are the summary's (`summarize`: which reports count is said there: the
+totals sum every report, the per-repetition figures take the last of each pair). Money is shown
+with `SIGNIFICANT` significant digits below $1 (a simulated call costs a few millionths of a
+dollar: `$0.00001234`), in cents from $1 up; JSON keeps the unrounded floats. A call whose model
+has no price is never shown as $0: it is counted apart, and a cost that nothing priced gives is
+"unknown".
+
+The paired difference (`cost_comparison`) is over the (task_id, repeat_idx) pairs both runs have
+(the last report of each), those whose cost is known in full in both (`repetition_cost`) and
+that the budget did not stop: the mean over them of B's cost minus A's, with the 95% interval
+that `compare` gives the score difference (tasks resampled; passed in as `interval`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from .summary import BUDGET_EXHAUSTED, Summary, finite_number, mapping, repetition_cost
+
+SIGNIFICANT = 4  # digits of a sum below $1
+TASKS_SHOWN = 10  # the costliest tasks listed in a table; --json lists them all
+RESUME = "not scored; run again by --resume"
+
+# The 95% interval of the mean difference over all pairs from each task's differences, and how
+# it was made: `asynceval.analysis.compare.task_difference_interval`.
+Interval = Callable[[Sequence[Sequence[float]]], tuple[tuple[float, float], str]]
+
+
+def money(value: float) -> str:
+    """`value` USD as text: '$1,234.57', '$0.0123', '$0.00001234', '$0'."""
+    magnitude = abs(value)
+    sign = "-" if value < 0 else ""
+    if magnitude >= 1:
+        return f"{sign}${magnitude:,.2f}"
+    if magnitude == 0:
+        return "$0"
+    if magnitude < 1e-9:  # not a price anyone charges: a hand-edited file
+        return f"{sign}${magnitude:.{SIGNIFICANT - 1}e}"
+    decimals = SIGNIFICANT - 1 - math.floor(math.log10(magnitude))
+    whole, _, fraction = f"{magnitude:.{decimals}f}".partition(".")
+    return f"{sign}${whole}.{fraction.rstrip('0').ljust(2, '0')}"
+
+
+def signed_money(value: float) -> str:
+    """A difference in USD with its sign: '+$0.0012', '-$0.0012', '$0'."""
+    return money(value) if value <= 0 else "+" + money(value)
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count:,} {word}" + ("" if count == 1 else "s")
+
+
+def total_text(summary: Summary) -> str:
+    """The run's cost in a few words: '$0.01234', with its unpriced calls and its reports
+    without cost said apart; 'unknown (...)' when nothing priced was recorded."""
+    if summary.cost_unknown_reports and not summary.cost_by_task:  # no report has a cost
+        return "unknown (the results were written before cost was recorded)"
+    unpriced = _plural(summary.unpriced_calls, "call")
+    if summary.cost_usd is None:
+        if summary.unpriced_calls:
+            return f"unknown: {unpriced} unpriced (no price for their model)"
+        text = "no priced call"
+    else:
+        text = money(summary.cost_usd)
+        if summary.unpriced_calls:
+            text += f" + {unpriced} unpriced (not counted: no price for their model)"
+    if summary.cost_unknown_reports:
+        text += f"; {_plural(summary.cost_unknown_reports, 'report')} without cost not counted"
+    return text
+
+
+def cost_rows(summary: Summary, tasks_shown: int = TASKS_SHOWN) -> list[tuple[str, str]]:
+    """(label, text) lines of a summary's cost: the total, p50/p95 per repetition, per model,
+    the costliest tasks; one line when the results hold no cost."""
+    rows = [("cost", total_text(summary))]
+    if summary.cost_usd is None and not summary.unpriced_calls:
+        return rows
+    if summary.cost_p50_usd is not None and summary.cost_p95_usd is not None:
+        over = _plural(summary.cost_repetitions, "repetition")
+        rows.append(
+            (
+                "  per repetition p50 / p95",
+                f"{money(summary.cost_p50_usd)} / {money(summary.cost_p95_usd)} (over {over})",
+            )
+        )
+    if summary.cost_by_model:
+        rows.append(("  by model", ""))
+        for name, model in summary.cost_by_model.items():
+            rows.append((f"    {name}", _part(model["cost_usd"], model["calls"], "call", model)))
+    tasks = summary.cost_by_task
+    if tasks:
+        more = f"the {tasks_shown} costliest of {len(tasks)}" if len(tasks) > tasks_shown else ""
+        rows.append(("  by task", more))
+        for task in tasks[:tasks_shown]:
+            rows.append(
+                (f"    {task['task_id']}", _part(task["cost_usd"], task["reports"], "report", task))
+            )
+    return rows
+
+
+def _part(cost: float | None, count: int, word: str, tally: Mapping[str, Any]) -> str:
+    """A model's or task's cost: '$0.0012 (40 calls)', '$0.0012 (3 reports, 1 call unpriced)',
+    'unpriced (5 calls)', 'no priced call'."""
+    unpriced = int(tally.get("unpriced_calls") or 0)
+    if cost is None:
+        return f"unpriced ({_plural(unpriced, 'call')})" if unpriced else "no priced call"
+    note = _plural(count, word)
+    if unpriced:
+        note += f", {_plural(unpriced, 'call')} unpriced"
+    return f"{money(cost)} ({note})"
+
+
+def budget_rows(summary: Summary) -> list[tuple[str, str]]:
+    """The repetitions the cost budget stopped, if any: one line."""
+    if not summary.budget_exhausted:
+        return []
+    return [("budget exhausted", f"{_plural(summary.budget_exhausted, 'repetition')} ({RESUME})")]
+
+
+def cost_usage(usage: Mapping[str, Any]) -> dict[str, Any]:
+    """The cost keys of a report's usage as `summarize` reads them: cost_usd (null kept: none
+    priced; a value that is no number as "?": unknown), unpriced_calls (likewise), by_model
+    with each model's calls and cost_usd (null: unpriced). The view keeps these of each report
+    (`light_record`): `summarize` gives the same cost figures of them as of the whole reports."""
+    kept: dict[str, Any] = {}
+    for key in ("cost_usd", "unpriced_calls"):
+        if key in usage:
+            value = usage[key]
+            kept[key] = value if value is None or finite_number(value) is not None else "?"
+    models = mapping(usage.get("by_model"))
+    if models:
+        kept["by_model"] = {
+            str(name): {
+                "calls": finite_number(mapping(entry).get("calls")),
+                "cost_usd": finite_number(mapping(entry).get("cost_usd")),
+            }
+            for name, entry in models.items()
+        }
+    return kept
+
+
+def cost_comparison(
+    a: Summary,
+    b: Summary,
+    latest_a: Mapping[Any, Mapping[str, Any]],
+    latest_b: Mapping[Any, Mapping[str, Any]],
+    interval: Interval,
+) -> dict[str, Any]:
+    """Run B's cost against run A's, from their summaries and their last reports by pair (see
+    the module docstring): {a, b (each run's total), difference (B - A; None unless both are
+    known), pairs (with cost known in both), pairs_left_out (in both runs, but the cost of one
+    unknown, or the budget stopped one), tasks, mean_a, mean_b, mean_difference (per
+    repetition, over those pairs), mean_difference_ci95, interval_method,
+    no_difference_shown}; the paired values None without such pairs."""
+    found: dict[str, Any] = {"a": a.cost_usd, "b": b.cost_usd, "difference": None}
+    if a.cost_usd is not None and b.cost_usd is not None:
+        found["difference"] = b.cost_usd - a.cost_usd
+    pairs: list[tuple[float, float]] = []
+    by_task: dict[Any, list[float]] = {}
+    left_out = 0
+    for pair in latest_a.keys() & latest_b.keys():
+        report_a, report_b = latest_a[pair], latest_b[pair]
+        cost_a, cost_b = repetition_cost(report_a), repetition_cost(report_b)
+        stopped = BUDGET_EXHAUSTED in (report_a.get("status"), report_b.get("status"))
+        if cost_a is None or cost_b is None or stopped:
+            left_out += 1
+            continue
+        pairs.append((cost_a, cost_b))
+        by_task.setdefault(pair[0], []).append(cost_b - cost_a)
+    found.update(pairs=len(pairs), pairs_left_out=left_out, tasks=len(by_task))
+    found.update(mean_a=None, mean_b=None, mean_difference=None, mean_difference_ci95=None)
+    found.update(interval_method=None, no_difference_shown=None)
+    if pairs:
+        # In a fixed order: the interval's resamples must not depend on the files' order.
+        diffs = [by_task[task] for task in sorted(by_task, key=str)]
+        (low, high), method = interval(diffs)
+        mean_a = math.fsum(cost for cost, _ in pairs) / len(pairs)
+        mean_b = math.fsum(cost for _, cost in pairs) / len(pairs)
+        mean_difference = math.fsum(math.fsum(d) for d in diffs) / len(pairs)
+        found.update(mean_a=mean_a, mean_b=mean_b, mean_difference=mean_difference)
+        found.update(mean_difference_ci95=[low, high], interval_method=method)
+        found["no_difference_shown"] = low <= 0.0 <= high
+    return found
+
+
+def comparison_rows(cost: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(label, text) lines of `cost_comparison`'s result: the difference of the runs' totals,
+    and the paired difference per repetition with its interval."""
+    rows: list[tuple[str, str]] = []
+    if cost["difference"] is not None:
+        text = signed_money(cost["difference"])
+        if cost["a"]:
+            text += f" ({cost['difference'] / cost['a']:+.1%} of A's)"
+        rows.append(("cost B - A, in all", text))
+    else:
+        rows.append(("cost B - A, in all", "unknown (a run without priced calls)"))
+    if not cost["pairs"]:
+        rows.append(("cost B - A, paired", "no repetition has its cost known in both runs"))
+        return rows
+    low, high = cost["mean_difference_ci95"]
+    verdict = "no difference shown" if cost["no_difference_shown"] else "a difference shown"
+    rows.append(
+        (
+            "cost B - A, paired",
+            f"{signed_money(cost['mean_difference'])} per repetition (95% CI "
+            f"{signed_money(low)} to {signed_money(high)}), {verdict}",
+        )
+    )
+    over = f"{_plural(cost['pairs'], 'pair')} in {_plural(cost['tasks'], 'task')}"
+    means = f"{money(cost['mean_a'])} / {money(cost['mean_b'])}"
+    rows.append(("  mean cost A / B", f"{means} per repetition, over {over}"))
+    if cost["pairs_left_out"]:
+        rows.append(
+            (
+                "  left out",
+                f"{_plural(cost['pairs_left_out'], 'pair')} whose cost is unknown in one run "
+                "(unpriced calls, no cost recorded) or that the budget stopped",
+            )
+        )
+    return rows
