@@ -36,6 +36,7 @@ SURFACE: dict[str, list[str]] = {
     ],
     "asynceval.errors": [
         "RETRYABLE_STATUS_CODES", "AgentError", "AsyncEvalError", "AttemptTimeout", "BackendLost",
+        "BudgetExhausted",
         "ConfigError", "EvaluationError", "LLMCallFailed", "LogFormatError", "MalformedResponse",
         "OpinionParseError", "ProviderConnectionError", "ProviderError", "RateLimited",
         "RepetitionExpired", "RunFinished", "RunLocked", "SetupError", "StreamStalled",
@@ -55,7 +56,8 @@ SURFACE: dict[str, list[str]] = {
         "sync_http_client",
     ],
     "asynceval.limits": [
-        "ConcurrencyController", "ControllerStatistics", "RateLimiter", "RetryPolicy", "Slot",
+        "ConcurrencyController", "ControllerStatistics", "CostBudget", "RateLimiter", "RetryPolicy",
+        "Slot",
     ],
     "asynceval.llm": [
         "AnthropicChatModel", "ChatModel", "Completion", "Message", "Messages", "OpenAIChatModel",

@@ -24,6 +24,7 @@ AsyncEvalError
 │       └── StreamStalled                   a stream stalled for LLM_STREAM_IDLE_TIMEOUT before its content
 ├── LLMCallFailed                           a call failed for good (retries exhausted, or not retryable)
 ├── RunFinished                             a worker thread called into a run that has ended
+├── BudgetExhausted                         the run's cost budget refused a call (budget_exhausted)
 └── BackendLost                             the backend running a run's repetitions went away
 ```
 

@@ -56,6 +56,7 @@ HOW = {
     "--no-journal": "no_journal",
     "--allow-errors": "allow_errors",
     "--fail-under": "fail_under",
+    "--max-cost": "max_cost",
 }
 
 

@@ -50,6 +50,7 @@ from ._report import (
     load_summary,
     print_summary,
 )
+from ._run_cost import add_cost_options, budget_status, check_prices, parse_max_cost
 from ._run_dir import (
     check_journal,
     check_results_file,
@@ -84,6 +85,7 @@ OVERRIDES = {
     "llm_call_timeout": "llm_call_timeout",
     "base_url": "llm_base_url",
     "model": "llm_model",
+    "max_cost": "max_cost_usd",
 }
 
 
@@ -105,12 +107,14 @@ def add_parser(commands: Any) -> None:
     add_place_options(run)
     add_provider_options(run)
     add_store_options(run)
+    add_cost_options(run)
     add_fail_under(run)
     run.set_defaults(handler=run_command)
 
 
 def run_command(args: argparse.Namespace) -> int:
     parse_repeats(args)
+    parse_max_cost(args)
     manifest = resuming(args)
     rule = adaptive_rule(args)
     options = {
@@ -140,6 +144,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.max_concurrent_tasks is not None:  # the option beats the benchmark's own too
         bench.max_concurrent_tasks = args.max_concurrent_tasks
     _check_cache(runtime)
+    check_prices(runtime)
     run_id = new_run_id()
     out = output_dir(args, run_id)  # only once everything else is known to be right
     with contextlib.ExitStack() as holding:
@@ -198,10 +203,13 @@ def _run_and_summarise(
         sys.stdout.flush()
     except OSError as exc:
         raise CLIError(stdout_failure_line(exc, out)) from None
+    finished = already_done(results, tasks, most) if total is not None else None
+    left = None if total is None or finished is None else total - finished
+    stopped = budget_status(bench, out, left, sys.stderr)  # its line, not one per repetition
     errors = error_status(summary, allow_errors=args.allow_errors, stream=sys.stderr)
     _say_not_kept(progress.store_failures, bench.runtime, out)
     _say_abandoned(progress.threads_still_running)
-    return status or errors
+    return stopped or status or errors
 
 
 def _check_cache(runtime: Runtime) -> None:

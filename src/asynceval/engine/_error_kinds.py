@@ -34,6 +34,7 @@ class ErrorKind(StrEnum):
     EVALUATOR_RAISED = "evaluator_raised"
     SETUP_FAILED = "setup_failed"
     TIMEOUT = "timeout"
+    BUDGET_EXHAUSTED = "budget_exhausted"
 
 
 ERROR_KIND_LABELS: Mapping[str, str] = {
@@ -44,6 +45,7 @@ ERROR_KIND_LABELS: Mapping[str, str] = {
     ErrorKind.EVALUATOR_RAISED: "your evaluator raised",
     ErrorKind.SETUP_FAILED: "setup failed",
     ErrorKind.TIMEOUT: "timed out (task timeout)",
+    ErrorKind.BUDGET_EXHAUSTED: "cost budget exhausted (--resume runs it again)",
 }
 
 _KINDS = frozenset(kind.value for kind in ErrorKind)

@@ -27,7 +27,7 @@ import anyio
 import anyio.from_thread
 
 from ..config import Settings
-from ..limits import ConcurrencyController
+from ..limits import ConcurrencyController, CostBudget
 from ..runtime import Runtime
 from ._adaptive_repeats import AdaptiveRepeats
 from ._bypass import watch_run
@@ -110,6 +110,9 @@ class Benchmark(ABC):
         """The last run's adaptive repeats (`run(repeats=AdaptiveRepeats(...))`): why the rule
         stopped ("ci_width_reached", "max_repeats", "queue_stopped"), the half-width it reached and
         the repetitions it took; None for a run with fixed repeats."""
+        self.budget: CostBudget | None = None
+        """The last run's cost budget (`run(max_cost_usd=...)` or MAX_COST_USD): its `spent`,
+        whether it was `exhausted`; None for a run without one."""
 
     def gather_config(self) -> dict[str, Any]:
         """The benchmark's own configuration, recorded in every report's `config`."""
@@ -273,6 +276,7 @@ class Benchmark(ABC):
         run_id: str | None = None,
         journal: bool | None = None,
         repeats: AdaptiveRepeats | None = None,
+        max_cost_usd: float | None = None,
     ) -> RunReports:
         """Run every task `n_task_repeats` times and return the reports.
 
@@ -298,6 +302,12 @@ class Benchmark(ABC):
         of the pass rate over the task set most, until it is <= W or every task has N; why it
         stopped is in `run_finished` and `self.adaptive_outcome`. With `resume=True` the
         repetitions already in the results file count and the rule goes on from them.
+
+        `max_cost_usd` (default MAX_COST_USD) is the most this run may spend on LLM calls: each
+        request reserves its worst case first (DESIGN section 15); once one does not fit, its
+        repetition ends `budget_exhausted` (run again by a resume), no repetition starts, and
+        those in flight finish. What it spent is in `self.budget` (a `CostBudget`) and in
+        `run_finished`.
         """
         run = Run(
             self,
@@ -311,8 +321,10 @@ class Benchmark(ABC):
             run_id=run_id,
             journal=journal,
             repeats=repeats,
+            max_cost_usd=max_cost_usd,
         )
         self.adaptive_outcome = None
+        self.budget = run.budget
         try:
             with watch_run(run.run_id):  # SDK clients around the funnel, named at run_finished
                 self.reports = await run.execute()

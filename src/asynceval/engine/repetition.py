@@ -26,16 +26,16 @@ from anyio.from_thread import BlockingPortal
 
 from .. import events
 from ..config import Settings
-from ..errors import TaskTimeoutError
+from ..errors import BudgetExhausted, TaskTimeoutError
 from ..funnel import UsageCounter, reclaiming_leases, track_usage
 from ..limits import RetryPolicy
 from ..runtime import Bridge, bridge_scope
-from ._error_kinds import with_kind
+from ._error_kinds import ErrorKind, with_kind
 from ._watch import cancel_tasks_left, count_calls_cut, end_tasks_left, live_calls, observe_calls
 from ._watch import watch_loop as _watch_loop
 from .context import TaskContext, task_context
 from .report import build_report, error_entry, eval_score, worth_running_again
-from .status import TaskExecutionStatus, TerminationReason, status_for
+from .status import TaskExecutionStatus, TerminationReason, leaf_errors, status_for
 from .task import Task, TimeoutAction
 from .threads import call_maybe_async
 
@@ -95,6 +95,9 @@ class Repetitions:
             while True:
                 attempt += 1
                 outcome = await self._attempt(unit, timeout, attempt, usage)
+                if usage.budget_refusal is not None:  # whatever the agent made of it
+                    outcome = _out_of_budget(outcome, usage.budget_refusal)
+                    return _finished(unit, outcome, attempt, usage, started)
                 status = outcome.status
                 if (
                     status is TaskExecutionStatus.TASK_TIMEOUT
@@ -240,6 +243,36 @@ def _finished(
         duration_s=duration,
         attempts=attempts,
     )
+
+
+def _out_of_budget(outcome: _Outcome, refusal: Exception) -> _Outcome:
+    """An attempt one of whose calls the run's budget refused: `budget_exhausted`, not scored,
+    whatever its agent made of the refusal (raised it, or caught it and answered)."""
+    error = _budget_error(outcome.error) or refusal
+    info = {**error_entry(error), "kind": ErrorKind.BUDGET_EXHAUSTED.value}
+    return _Outcome(
+        TaskExecutionStatus.BUDGET_EXHAUSTED,
+        None,
+        None,
+        error,
+        info,
+        outcome.traces,
+        outcome.config,
+    )
+
+
+def _budget_error(error: BaseException | None) -> BudgetExhausted | None:
+    """The `BudgetExhausted` behind `error` (in a group, or as a cause of what an agent or SDK
+    raised instead), if any."""
+    for leaf in leaf_errors(error) if error is not None else []:
+        cause: BaseException | None = leaf
+        for _ in range(50):
+            if cause is None:
+                break
+            if isinstance(cause, BudgetExhausted):
+                return cause
+            cause = cause.__cause__ or cause.__context__
+    return None
 
 
 class _AttemptState:

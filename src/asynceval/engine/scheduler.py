@@ -30,7 +30,7 @@ from .. import _event_output, events
 from .._version import __version__
 from ..errors import BackendLost, ConfigError, TaskSpecError
 from ..funnel import CallJournal, journal_scope
-from ..limits import ConcurrencyController
+from ..limits import ConcurrencyController, CostBudget, budget_scope
 from ..runtime import RunGcThreshold, Runtime
 from . import run_lock
 from ._adaptive_repeats import AdaptiveRepeats
@@ -40,6 +40,7 @@ from .backend import Backend, Session
 from .callbacks import CallbackRunner
 from .repetition import Repetitions, Unit
 from .results import ResultsFile, read_header, successful_reports
+from .run_cost import Cost
 from .run_paths import checked_run_id, journal_path, new_run_id, task_set_of, temporary_results
 from .run_reports import RunReports, remove_file
 from .seen_ids import SeenIds
@@ -73,6 +74,7 @@ class Run:
         run_id: str | None = None,
         journal: bool | None = None,
         repeats: AdaptiveRepeats | None = None,
+        max_cost_usd: float | None = None,
     ) -> None:
         self.bench = benchmark
         if repeats is not None and not isinstance(repeats, AdaptiveRepeats):
@@ -88,6 +90,10 @@ class Run:
         self._cancel_all = anyio.CancelScope()
         self.runtime = _runtime_for(benchmark)
         self.settings = self.runtime.settings
+        if max_cost_usd is None:
+            max_cost_usd = self.settings.max_cost_usd
+        self.budget = CostBudget(max_cost_usd) if max_cost_usd is not None else None
+        self.cost = Cost()
         self.max_tasks = benchmark.max_concurrent_tasks or self.settings.max_concurrent_tasks
         self.n_tasks = len(tasks) if hasattr(tasks, "__len__") else None  # type: ignore[arg-type]
         tasks = checked_ids(tasks)
@@ -156,6 +162,7 @@ class Run:
                         events.batching(),
                         events.bind_context(run_id=self.run_id),
                         RunGcThreshold(self.settings.run_gc_threshold),
+                        budget_scope(self.budget),
                     ):
                         return await self._execute(runtime.limiter)
                 except Exception as exc:  # raised as it is, not in the portal's exception group
@@ -234,6 +241,7 @@ class Run:
                 skipped_as_done=len(self._done),
                 threads_still_running=self.threads.abandoned(),
                 store_failures=self._store_failures(),
+                **self.cost.fields(self.budget),
                 **(self.adaptive.fields(self, interrupted) if self.adaptive else {}),
             )
             if self.counts["success"] and not self._calls_in_successes:
@@ -351,7 +359,10 @@ class Run:
 
     async def _choose(self) -> Unit | None:
         """The next repetition, or None: none left, or the queue failed (nothing more starts
-        then, not even the repeats of tasks already chosen)."""
+        then, not even the repeats of tasks already chosen), or the budget is exhausted."""
+        if self.budget is not None and self.budget.exhausted:
+            self._stopped = True
+            return None
         try:
             if self.adaptive is not None:
                 return await self.adaptive.next(self)
@@ -416,6 +427,7 @@ class Run:
         """Count, write and hand on one repetition's report; decide whether more start."""
         task = unit.task
         self.counts[report["status"]] += 1  # counted before the write, which may be cut
+        self.cost.add(report.get("usage"))
         if report["status"] == "success":
             self._calls_in_successes += int((report.get("usage") or {}).get("llm_calls", 0))
         if self._results is not None:

@@ -32,6 +32,7 @@ class TaskExecutionStatus(StrEnum):
     UNKNOWN_EXECUTION_ERROR = "unknown_execution_error"
     EVALUATION_FAILED = "evaluation_failed"
     SETUP_FAILED = "setup_failed"
+    BUDGET_EXHAUSTED = "budget_exhausted"  # the run's cost budget refused a call: not scored
 
 
 class TerminationReason(StrEnum):

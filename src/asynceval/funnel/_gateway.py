@@ -323,9 +323,9 @@ class Gateway:
             if call.costing is not None and call.costing.budget is not None:
                 try:
                     await lease.reserve_cost()  # with the slot: only requests about to go
-                except BudgetExhausted:
+                except BudgetExhausted as exc:
                     if call.usage is not None:
-                        call.usage.budget_refused = True
+                        call.usage.budget_refusal = exc
                     raise
             if limiter is not None:
                 lease._reservation = await limiter.acquire(estimated_tokens)

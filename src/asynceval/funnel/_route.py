@@ -90,8 +90,9 @@ class Route:
     `url` is the URL a `post` goes to (a transport's route is built on a request's URL, and
     sends each request to its own URL); its endpoint (`endpoint_of`) keys the 429 pause and the
     adaptive limit, its origin the connection pool. `own` replaces the runtime's limits for this
-    caller, and `price` the price of every model it sends; `transport` picks the HTTP transport ("aiohttp", "httpx", or any httpx transport;
-    default LLM_HTTP_TRANSPORT); `headers` go with every `post`. With the embedded simulator's
+    caller, and `price` the price of every model it sends; `transport` picks the HTTP transport
+    ("aiohttp", "httpx", or any httpx transport; default LLM_HTTP_TRANSPORT); `headers` go with
+    every `post`. With the embedded simulator's
     URL and no transport object, `sim` (default: the runtime's) answers: in process for a
     `post`, over ASGI for a `send` (which may stream).
     """

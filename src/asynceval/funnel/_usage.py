@@ -75,8 +75,9 @@ class UsageCounter:
     unpriced_calls: int = 0
     cost: Decimal | None = None
     """What the priced requests cost, unrounded (None: none was priced)."""
-    budget_refused: bool = False
-    """A call was refused by the run's budget (its repetition is `budget_exhausted`)."""
+    budget_refusal: Exception | None = field(default=None, repr=False)
+    """The `BudgetExhausted` of a call the run's budget refused (its repetition ends
+    `budget_exhausted`), if any."""
     # Per model: [requests answered, their cost (None: unpriced)].
     models: dict[str, list[Any]] = field(default_factory=dict, repr=False)
     # Requests made so far, by cache key: the model-call cache tells the n-th identical one apart.

@@ -49,7 +49,7 @@ SIM_PRICE: Mapping[str, float] = {"input_mtok": 1.0, "output_mtok": 2.0, "cache_
 """The embedded simulated provider's documented price, so that cost is testable offline: $1 per
 million prompt tokens, $2 per million completion tokens, $0.50 per million cached prompt tokens,
 in every lane."""
-SIM_MAX_OUTPUT_TOKENS = 1024
+SIM_MAX_OUTPUT_TOKENS = 256
 """The most completion tokens the simulated provider answers (fewer when a request's max_tokens
 says so): its calls' worst case, for a budget."""
 DEFAULT_OUTPUT_RESERVE = 32_768

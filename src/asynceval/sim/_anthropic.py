@@ -13,7 +13,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from asynceval.sim._answers import Answer, ToolSpec, Turn, text_of
-from asynceval.sim._dialect import BadRequest, Dialect, Parsed, Usage, require_messages
+from asynceval.sim._dialect import (
+    BadRequest,
+    Dialect,
+    Parsed,
+    Usage,
+    output_cap,
+    require_messages,
+)
 
 _ERRORS = {
     400: "invalid_request_error",
@@ -61,7 +68,12 @@ def parse(req: Mapping[str, Any]) -> Parsed:
         schema=schema if isinstance(schema, Mapping) else None,
         call_offset=calls,
     )
-    return Parsed(model=str(req.get("model", "sim")), turn=turn, prompt_chars=chars)
+    return Parsed(
+        model=str(req.get("model", "sim")),
+        turn=turn,
+        prompt_chars=chars,
+        max_tokens=output_cap(req),
+    )
 
 
 def render(

@@ -42,7 +42,14 @@ from asynceval.sim._asgi import (
     wait_for_disconnect,
 )
 from asynceval.sim._config import SimConfig
-from asynceval.sim._dialect import BadRequest, Dialect, Parsed, Usage, status_message
+from asynceval.sim._dialect import (
+    MAX_OUTPUT_TOKENS,
+    BadRequest,
+    Dialect,
+    Parsed,
+    Usage,
+    status_message,
+)
 from asynceval.sim._faults import Corruption, Draws
 from asynceval.sim._memory import AttemptMemory
 from asynceval.sim._models import MODELS_PATH, model_route
@@ -265,9 +272,10 @@ class SimProvider:
             await self._error(send, dialect, 400, f"The simulator cannot answer this: {exc!r}")
             return
         per_char = self.config.tokens_per_char
+        cap = min(parsed.max_tokens or MAX_OUTPUT_TOKENS, MAX_OUTPUT_TOKENS)
         usage = Usage(
             token_count(parsed.prompt_chars, per_char),
-            sum(token_count(reply.chars(), per_char) for reply in replies),
+            sum(min(token_count(reply.chars(), per_char), cap) for reply in replies),
         )
         ident = f"{digest.hex()[:24]}{attempt:04x}"
         if parsed.stream and dialect.stream is not None:

@@ -28,6 +28,8 @@ class Parsed:
     `choices` answers are wanted (OpenAI's `n`); `stream` asks for server-sent events, and
     `include_usage` for a last chunk carrying the usage (chat completions' `stream_options`).
     `echo` holds request fields a dialect repeats in its answer (the Responses API's settings).
+    `max_tokens` is the request's output cap (max_tokens, max_completion_tokens or
+    max_output_tokens), if it sets one: usage reports at most that many completion tokens a choice.
     """
 
     model: str
@@ -37,6 +39,23 @@ class Parsed:
     stream: bool = False
     include_usage: bool = False
     echo: Mapping[str, Any] = field(default_factory=dict)
+    max_tokens: int | None = None
+
+
+MAX_OUTPUT_TOKENS = 256
+"""The most completion tokens the simulator reports for one choice, whatever the request: the
+simulated model's output limit (`asynceval.runtime.prices.SIM_MAX_OUTPUT_TOKENS`, what a cost
+budget reserves for a call to it that sets no max_tokens)."""
+_CAPS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+
+
+def output_cap(req: Mapping[str, Any]) -> int | None:
+    """The output cap a request body sets (a whole number >= 1), if any."""
+    for key in _CAPS:
+        value = req.get(key)
+        if type(value) is int and value >= 1:
+            return value
+    return None
 
 
 @dataclass(frozen=True, slots=True)

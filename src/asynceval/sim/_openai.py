@@ -12,7 +12,7 @@ from typing import Any
 
 from asynceval.sim._answers import Answer, ToolSpec, Turn, text_of
 from asynceval.sim._chat_stream import stream, usage_document
-from asynceval.sim._dialect import Dialect, Parsed, Usage, require_messages
+from asynceval.sim._dialect import Dialect, Parsed, Usage, output_cap, require_messages
 from asynceval.sim._params import check_chat
 
 _ERRORS: dict[int, tuple[str, str | None]] = {
@@ -60,6 +60,7 @@ def parse(req: Mapping[str, Any]) -> Parsed:
         choices=choices,
         stream=streamed,
         include_usage=bool(include_usage),
+        max_tokens=output_cap(req),
     )
 
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from asynceval.sim._answers import Answer, ToolSpec, text_of
-from asynceval.sim._dialect import BadRequest, Dialect, Parsed, Usage
+from asynceval.sim._dialect import BadRequest, Dialect, Parsed, Usage, output_cap
 from asynceval.sim._openai import error, turn_of
 from asynceval.sim._params import check_responses, unsupported
 from asynceval.sim._responses_stream import events
@@ -56,6 +56,7 @@ def parse(req: Mapping[str, Any]) -> Parsed:
         prompt_chars=chars + extra,
         stream=req.get("stream") is True,
         echo={key: req[key] for key in _ECHOED if req.get(key) is not None},
+        max_tokens=output_cap(req),
     )
 
 
