@@ -34,7 +34,7 @@ from typing import Any
 from ..engine.report import ERROR_KIND_LABELS, report_error_kind
 from ..engine.results import json_lines
 from ..errors import AsyncEvalError
-from ._cost import cost_usage
+from .cost import cost_usage
 from .summary import BUDGET_EXHAUSTED, finite_number, mapping, report_score
 
 ROW_CAP = 50_000  # characters of JSON of one row's details, at most

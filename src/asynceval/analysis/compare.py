@@ -30,7 +30,7 @@ statistics use the pairs scored in both runs:
   the exact two-sided p = min(1, 2·P(X ≤ min(b, c))) and the mid-p
   = min(1, 2·P(X ≤ min(b, c)) − P(X = min(b, c))). With no discordant pair both are 1;
 - cost: each run's total and, over the pairs whose cost both runs know, the mean difference in
-  cost per repetition with the same interval over tasks (`asynceval.analysis._cost`).
+  cost per repetition with the same interval over tasks (`asynceval.analysis.cost`).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from typing import Any
 
 from ..engine.statistics import Z_95, Reducer, as_reducer, clustered_mean_ci
 from ..errors import AsyncEvalError
-from ._cost import cost_comparison
+from .cost import cost_comparison
 from .summary import Summary, header_reducers, report_score, summarize
 
 RESAMPLES = 10_000
@@ -79,7 +79,7 @@ class Comparison:
     mcnemar_mid_p (None without pairs); only_in_a, only_in_b (pairs present in one run's file only);
     scored_in_a_only, scored_in_b_only, scored_in_neither (pairs present in both whose score is
     missing in B, in A, in both). Each pair is an object {"task_id": ..., "repeat_idx": ...}.
-    `cost` (JSON already: `asynceval.analysis._cost.cost_comparison`) is not in `as_dict()`,
+    `cost` (JSON already: `asynceval.analysis.cost.cost_comparison`) is not in `as_dict()`,
     the comparison of scores; `asynceval compare --json` adds it under "cost".
     """
 

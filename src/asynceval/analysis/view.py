@@ -35,10 +35,10 @@ from typing import IO, Any
 
 from .._version import __version__
 from ..events import NO_LLM_CALLS_ADVICE
-from ._cost import budget_rows, comparison_rows, cost_rows, money
 from ._view_events import read_events_view
 from ._view_rows import BUDGET, ROW_CAP, DetailBudget, ViewError, count_lines, dumps, read_rows
 from .compare import compare_runs
+from .cost import budget_rows, comparison_rows, cost_rows, money
 from .run_info import describe, read_manifest
 from .summary import summarize
 

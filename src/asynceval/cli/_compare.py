@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..analysis._cost import budget_rows, comparison_rows, total_text
 from ..analysis.compare import Comparison, NotComparable, PairId, check_comparable, compare_runs
+from ..analysis.cost import budget_rows, comparison_rows, total_text
 from ..analysis.summary import Summary
 from ._errors import CLIError
 from ._files import check_results, is_header, is_report

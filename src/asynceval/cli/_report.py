@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analysis import Summary, summarize
-from ..analysis._cost import budget_rows, cost_rows
+from ..analysis.cost import budget_rows, cost_rows
 from ..analysis.run_info import describe, read_manifest
 from ..engine import read_records
 from ..engine.statistics import REDUCER_NAMES, as_reducer

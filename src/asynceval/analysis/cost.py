@@ -6,7 +6,7 @@ totals sum every report, the per-repetition figures take the last of each pair).
 with `SIGNIFICANT` significant digits below $1 (a simulated call costs a few millionths of a
 dollar: `$0.00001234`), in cents from $1 up; JSON keeps the unrounded floats. A call whose model
 has no price is never shown as $0: it is counted apart, and a cost that nothing priced gives is
-"unknown".
+"unknown". The view keeps only the cost keys of a report's usage (`cost_usage`).
 
 The paired difference (`cost_comparison`) is over the (task_id, repeat_idx) pairs both runs have
 (the last report of each), those whose cost is known in full in both (`repetition_cost`) and

@@ -1,0 +1,1 @@
+"""How runs' cost is shown: report, compare and view (DESIGN section 15)."""
