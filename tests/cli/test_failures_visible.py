@@ -60,7 +60,9 @@ def asynceval(
 
 
 def error_lines(stderr: str) -> list[str]:
-    return [line.strip() for line in stderr.strip().splitlines()]
+    """The error summary's lines (not the warning, at the start, about a model with no price)."""
+    lines = [line.strip() for line in stderr.strip().splitlines()]
+    return [line for line in lines if not line.startswith("asynceval run: warning: the model")]
 
 
 def test_a_bug_in_the_users_agent_fails_the_run_and_is_named_as_theirs(tmp_path: Path) -> None:

@@ -303,11 +303,9 @@ class Benchmark(ABC):
         stopped is in `run_finished` and `self.adaptive_outcome`. With `resume=True` the
         repetitions already in the results file count and the rule goes on from them.
 
-        `max_cost_usd` (default MAX_COST_USD) is the most this run may spend on LLM calls: each
-        request reserves its worst case first (DESIGN section 15); once one does not fit, its
-        repetition ends `budget_exhausted` (run again by a resume), no repetition starts, and
-        those in flight finish. What it spent is in `self.budget` (a `CostBudget`) and in
-        `run_finished`.
+        `max_cost_usd` (default MAX_COST_USD) caps what the run spends on LLM calls (a
+        `CostBudget`, then `self.budget`): a call that does not fit ends its repetition
+        `budget_exhausted` (run again by a resume), and no repetition starts after it.
         """
         run = Run(
             self,
@@ -323,6 +321,11 @@ class Benchmark(ABC):
             repeats=repeats,
             max_cost_usd=max_cost_usd,
         )
+        return await self._execute(run)
+
+    async def _execute(self, run: Run) -> RunReports:
+        """Execute `run`, keeping what it leaves on this benchmark (reports, adaptive outcome,
+        budget)."""
         self.adaptive_outcome = None
         self.budget = run.budget
         try:

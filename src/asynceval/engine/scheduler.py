@@ -77,12 +77,7 @@ class Run:
         max_cost_usd: float | None = None,
     ) -> None:
         self.bench = benchmark
-        if repeats is not None and not isinstance(repeats, AdaptiveRepeats):
-            raise ConfigError(
-                f"repeats must be an AdaptiveRepeats (fixed repeats are the benchmark's "
-                f"n_task_repeats), got {repeats!r}"
-            )
-        self.adaptive = AdaptiveSchedule(repeats) if repeats is not None else None
+        self.adaptive = _adaptive_schedule(repeats)
         self.backend = backend
         self.run_id = checked_run_id(run_id) if run_id is not None else new_run_id()
         self._session: Session | None = None
@@ -452,6 +447,18 @@ class Run:
         if state.remaining == 0:
             del self._task_states[task.id]
             await self.callbacks.fire("on_task_end", self.bench, task, state.reports)
+
+
+def _adaptive_schedule(repeats: AdaptiveRepeats | None) -> AdaptiveSchedule | None:
+    """The adaptive rule's schedule, or None for fixed repeats; anything else is refused."""
+    if repeats is None:
+        return None
+    if not isinstance(repeats, AdaptiveRepeats):
+        raise ConfigError(
+            f"repeats must be an AdaptiveRepeats (fixed repeats are the benchmark's "
+            f"n_task_repeats), got {repeats!r}"
+        )
+    return AdaptiveSchedule(repeats)
 
 
 def _runtime_for(bench: Benchmark) -> Runtime:
