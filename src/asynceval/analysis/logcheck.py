@@ -1,4 +1,5 @@
-"""Checking an event log: did the concurrency limit hold, and was every 429 resolved?
+"""Checking an event log: did the concurrency limit hold, was every 429 resolved, and did a
+run with a cost budget spend no more than it (the sum of its `released` events' `cost_usd`)?
 
 The check replays the log in order: +1 per `acquired`, -1 per `released`, per call_id, so the
 maximum is the true number of calls in flight (SC-002). An endpoint's adaptive limit
@@ -21,6 +22,7 @@ from os import PathLike
 from typing import Any
 
 from ..errors import LogFormatError as LogFormatError
+from ._spend import Spend
 from .summary import percentile
 
 
@@ -50,6 +52,8 @@ class LogCheck:
     journal_hits: int = 0  # calls of a resumed run answered from its call journal: no slot
     bypassed_clients: int = 0  # SDK clients seen sending around the funnel (funnel_bypassed)
     sdk_retry_calls: int = 0  # calls that were an SDK's own retry of a call the funnel retried
+    cost_usd: float | None = None  # the sum of the released events' cost_usd (None: no cost)
+    budget_held: bool = True  # no run with a budget spent more than it
 
     @property
     def funnel_only(self) -> bool:
@@ -84,7 +88,7 @@ class LogCheck:
 
     @property
     def ok(self) -> bool:
-        return self.checkable and self.limit_held and not self.unresolved_429
+        return self.checkable and self.limit_held and not self.unresolved_429 and self.budget_held
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -187,6 +191,7 @@ class _Replay:
         self.adaptive_held = True  # every adaptive limit stayed within the run's cap
         self.waits = waits
         self.helds = helds
+        self.spend = Spend(first)
 
     def feed(self, event: dict[str, Any]) -> None:
         check = self.check
@@ -197,6 +202,7 @@ class _Replay:
             self._acquired(call_id, event)
         elif name == "released":
             self._released(call_id, event)
+            self.spend.released(event)
         elif name == "retry":
             check.retries += 1
             status = event.get("status_code")
@@ -206,6 +212,8 @@ class _Replay:
                 self.task_of[call_id] = (event.get("task_id"), event.get("repeat_idx"))
         elif name == "timeout":
             check.timeouts += 1
+        elif name == "run_finished":
+            self.spend.finished(event)
         elif name == "cache_hit":
             check.cache_hits += 1
         elif name == "journal_hit":
@@ -269,8 +277,11 @@ class _Replay:
                 "max_in_flight": self.max_in_flight,
                 "limit_held": held,
                 "funnel_bypassed": self.bypassed,
+                **self.spend.fields(),
             }
         )
+        check.cost_usd = self.spend.fields()["cost_usd"]
+        check.budget_held = self.spend.held
         check.bypassed_clients += self.bypassed
         check.sdk_retry_calls += len(self.sdk_retries)
         check.unresolved_429 += [c for c, state in self.after_429.items() if state == "pending"]
@@ -351,6 +362,9 @@ def combine(replays: Iterable[RunReplay], limit: int | None = None) -> LogCheck:
         total.journal_hits += check.journal_hits
         total.bypassed_clients += check.bypassed_clients
         total.sdk_retry_calls += check.sdk_retry_calls
+        if check.cost_usd is not None:  # each run's exact sum, added as it was written
+            total.cost_usd = check.cost_usd + (total.cost_usd or 0.0)
+        total.budget_held = total.budget_held and check.budget_held
         total.failed_calls += check.failed_calls
         total.unbalanced += check.unbalanced
         total.runs += check.runs

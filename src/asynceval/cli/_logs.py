@@ -1,8 +1,9 @@
-"""`asynceval logs check EVENTS.jsonl`: did the limit hold, was every 429 resolved?
+"""`asynceval logs check EVENTS.jsonl`: did the limit hold, was every 429 resolved, did a
+budgeted run spend no more than its budget?
 
 Each run in the file (a resumed run appends its own) is checked against its own limit. Calls
 answered from the model-call cache or the call journal held no slot: a run answered wholly from
-them holds its limit. Exit status 0 when both hold, 1 when either was violated or nothing can be
+them holds its limit. Exit status 0 when all hold, 1 when one was violated or nothing can be
 checked (no call events, or calls whose limit no run header gives and no --limit), 2 when the log
 cannot be read. When a run's SDK clients sent around the funnel (`funnel_bypassed`), the check
 says that its verdict covers only the calls that went through the funnel: the others left no
@@ -64,6 +65,7 @@ def _print_limit(check: LogCheck) -> None:
             f"adaptive limits   {check.limit_changes} changes, lowest "
             f"{check.lowest_endpoint_limit} (never above the cap: {verdict.lower()})"
         )
+    _print_spend(check)
     if len(check.runs) > 1:
         for number, run in enumerate(check.runs, start=1):
             held = "held" if run["limit_held"] else "EXCEEDED"
@@ -71,6 +73,19 @@ def _print_limit(check: LogCheck) -> None:
                 f"  run {number:<13} {run['max_in_flight']} of limit {run['limit']}: {held} "
                 f"({run['calls']} calls)"
             )
+
+
+def _print_spend(check: LogCheck) -> None:
+    """What the runs spent, and for each with a budget, whether it held."""
+    if check.cost_usd is not None:
+        print(f"cost              ${check.cost_usd:.6g} (the released events' cost_usd)")
+    for number, run in enumerate(check.runs, start=1):
+        if run.get("budget_usd") is None:
+            continue
+        verdict = "held" if run["budget_held"] else "EXCEEDED"
+        spent = run["cost_usd"] or 0.0
+        which = f"run {number} " if len(check.runs) > 1 else ""
+        print(f"budget            {which}${spent:.6g} of ${run['budget_usd']:.6g}: {verdict}")
 
 
 def logs_check(args: argparse.Namespace) -> int:
