@@ -104,5 +104,10 @@ class Pricing:
                 "cannot bound its calls: give its price in LLM_PRICES_FILE (or price= on the "
                 "model), or run without a budget"
             )
-        cap = next((body[k] for k in _CAPS if type(body.get(k)) is int), None)
+        cap = None
+        for key in _CAPS:
+            value = body.get(key)
+            if type(value) is int:
+                cap = value
+                break
         return Costing(model, price, len(content), cap, budget)

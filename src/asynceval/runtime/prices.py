@@ -84,12 +84,25 @@ class Price:
         provider's prompt cache and `cache_write_tokens` written to it included) and
         `completion_tokens` at this price; unrounded. A price with no cache rates prices those
         tokens as the others."""
-        from genai_prices.types import calc_unit_price
-
         cached = min(max(cached_tokens, 0), prompt_tokens)
         written = min(max(cache_write_tokens, 0), prompt_tokens - cached)
         read_rate = self.input_mtok if self.cache_read_mtok is None else self.cache_read_mtok
         write_rate = self.input_mtok if self.cache_write_mtok is None else self.cache_write_mtok
+        if (
+            type(self.input_mtok) is Decimal
+            and type(self.output_mtok) is Decimal
+            and type(read_rate) is Decimal
+            and type(write_rate) is Decimal
+        ):  # flat prices (most): the same sum as genai-prices', in a quarter of the time
+            flat = self.input_mtok * (prompt_tokens - cached - written)
+            flat += self.output_mtok * completion_tokens
+            if cached:
+                flat += read_rate * cached
+            if written:
+                flat += write_rate * written
+            return flat / _MILLION
+        from genai_prices.types import calc_unit_price
+
         total = calc_unit_price(
             self.input_mtok, prompt_tokens - cached - written, prompt_tokens, _MILLION
         ) + calc_unit_price(self.output_mtok, completion_tokens, prompt_tokens, _MILLION)
