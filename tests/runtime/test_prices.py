@@ -139,3 +139,29 @@ def test_a_bad_price_file_is_one_line(tmp_path: Path, name: str, text: str, mess
         Prices.from_file(write(tmp_path, name, text))
     with pytest.raises(ConfigError, match="cannot read the price file"):
         Prices.from_file(tmp_path / "missing.json")
+
+
+def test_a_flat_price_costs_what_genai_prices_own_arithmetic_says() -> None:
+    """The direct Decimal sum for flat prices equals genai-prices' calc_unit_price, cache reads
+    and writes included, on calls of every size."""
+    import random
+    from decimal import Decimal
+
+    from genai_prices.types import calc_unit_price
+
+    from asynceval.runtime import Price
+
+    price = Price(Decimal("2.5"), Decimal("10"), Decimal("1.25"), cache_write_mtok=Decimal("3.125"))
+    rng = random.Random(7)
+    for _ in range(500):
+        prompt, completion = rng.randint(0, 10**6), rng.randint(0, 10**5)
+        cached = rng.randint(0, prompt)
+        written = rng.randint(0, prompt - cached)
+        parts = (
+            (price.input_mtok, prompt - cached - written),
+            (price.output_mtok, completion),
+            (price.cache_read_mtok, cached),
+            (price.cache_write_mtok, written),
+        )
+        expected = sum(calc_unit_price(rate, n, prompt, 1_000_000) for rate, n in parts)
+        assert price.cost(prompt, completion, cached, written) == expected
