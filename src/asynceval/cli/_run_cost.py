@@ -4,6 +4,7 @@ and the one line (exit status 3) of a run whose budget ran out (DESIGN section 1
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import sys
 from pathlib import Path
@@ -40,16 +41,19 @@ def parse_max_cost(args: argparse.Namespace) -> None:
     except ValueError:
         value = float("nan")
     if not 0 < value < float("inf"):  # NaN fails it too
-        raise CLIError(f"--max-cost must be an amount in USD > 0, got {text}")
+        raise CLIError(f"--max-cost must be an amount in USD > 0, got {text.strip() or repr(text)}")
     args.max_cost = value
 
 
-def check_prices(runtime: Runtime, stream: TextIO = sys.stderr) -> None:
+def check_prices(runtime: Runtime, stream: TextIO | None = None) -> None:
     """The run's model (LLM_MODEL, or the simulator's), priced or not: one warning when it has
     no price (its calls are counted apart as unpriced, never as $0); with a budget, a CLIError,
     since nothing bounds what its calls cost. A model the settings do not name is checked at its
-    first call."""
+    first call. `stream`: where the warning goes (default: stderr as it is then). A budget that
+    is no amount (MAX_COST_USD=inf) is refused here too, before the run directory is made."""
     settings = runtime.settings
+    if settings.max_cost_usd is not None and not math.isfinite(settings.max_cost_usd):
+        raise CLIError(f"MAX_COST_USD must be an amount in USD > 0, got {settings.max_cost_usd}")
     model = settings.llm_model or (SIM_MODEL if settings.llm_base_url is None else None)
     if model is None:
         return
@@ -68,7 +72,7 @@ def check_prices(runtime: Runtime, stream: TextIO = sys.stderr) -> None:
     print(
         f"asynceval run: warning: the model {model!r} has no price (genai-prices does not know "
         "it): its calls are counted as unpriced, not as $0; give its price in LLM_PRICES_FILE",
-        file=stream,
+        file=stream or sys.stderr,
     )
 
 

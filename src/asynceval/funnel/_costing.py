@@ -10,7 +10,10 @@ its lease is released, onto its `released` event and the repetition's usage.
 The worst case: at most one prompt token per byte of the request body (a tokenizer's tokens are
 at least a byte of text each, and the body holds the prompt, its tools and its JSON around them;
 an image counts as its URL's bytes, which is no bound), plus the output cap the request asks for
-(max_tokens, max_completion_tokens, max_output_tokens), else the model's (`Price.output_cap`).
+(max_tokens, max_completion_tokens, max_output_tokens: a whole number >= 1; a smaller one bounds
+nothing, as a provider that answers it at all ignores it), else the model's (`Price.output_cap`),
+no more than the model's own output limit when it has one, and for each of the `n` choices a
+chat completion asks for.
 A request sent and never answered (timed out, cancelled, its connection lost) may still be
 billed: it counts at its worst case (`cost_unknown` on its event).
 """
@@ -34,7 +37,7 @@ _CAPS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 class Costing:
     """One call's price and budget (see the module); shared by its requests."""
 
-    __slots__ = ("budget", "model", "output_cap", "price", "prompt_bound")
+    __slots__ = ("budget", "choices", "model", "output_cap", "price", "prompt_bound")
 
     def __init__(
         self,
@@ -43,12 +46,14 @@ class Costing:
         prompt_bound: int,
         output_cap: int | None,
         budget: CostBudget | None,
+        choices: int = 1,
     ) -> None:
         self.model = model
         self.price = price
         self.prompt_bound = prompt_bound
-        self.output_cap = output_cap
+        self.output_cap = output_cap  # per choice; None: the model's
         self.budget = budget
+        self.choices = choices  # the answers a request asks for (a chat completion's `n`)
 
     def worst_case(self) -> Decimal:
         """The most one request of this call can cost (0 when unpriced)."""
@@ -58,7 +63,9 @@ class Costing:
         cap = self.output_cap
         if cap is None:
             cap = price.output_cap(self.prompt_bound)
-        return price.worst_case(self.prompt_bound, cap)
+        elif price.max_output_tokens is not None:
+            cap = min(cap, price.max_output_tokens)  # the model answers no more than that
+        return price.worst_case(self.prompt_bound, cap * self.choices)
 
 
 class Pricing:
@@ -107,7 +114,10 @@ class Pricing:
         cap = None
         for key in _CAPS:
             value = body.get(key)
-            if type(value) is int:
+            if type(value) is int and value >= 1:  # below 1 bounds nothing
                 cap = value
                 break
-        return Costing(model, price, len(content), cap, budget)
+        choices = body.get("n")
+        if type(choices) is not int or choices < 1:
+            choices = 1
+        return Costing(model, price, len(content), cap, budget, choices)

@@ -24,6 +24,7 @@ class Lease:
     """
 
     __slots__ = (
+        "_abandoned",
         "_answered",
         "_cost_share",
         "_held",
@@ -33,6 +34,7 @@ class Lease:
         "_released",
         "_reservation",
         "_slot",
+        "_status",
         "_unsend",
         "_usage",
         "costing",
@@ -56,7 +58,9 @@ class Lease:
         self._released = False
         self.costing = costing  # its call's price and budget (None: not a priced model call)
         self._cost_share: Decimal | None = None  # what it reserved of the budget, if any
+        self._abandoned = False  # reclaimed unfinished: its cost was counted then (see reclaim)
         self._answered = False
+        self._status: int | None = None  # the answer's HTTP status, when its sender says
         self._held: Held | None = None
         self.reading = False  # a kept lease's stream is waiting for its next chunk
         self.on_reclaim: Callable[[], None] | None = None  # what ends its stream (see reclaim)
@@ -69,11 +73,14 @@ class Lease:
         self._learned: Reservation | None = None
         self._learned_window: RateLimiter | None = None
 
-    def answered(self, headers: Mapping[str, str]) -> None:
+    def answered(self, headers: Mapping[str, str], status: int | None = None) -> None:
         """The provider answered this attempt (any status) with `headers`: the sender calls it
         once per answer, before reading the body, so that what the headers say (the rate
-        budget left) is known to the calls that follow."""
+        budget left) is known to the calls that follow. With the answer's `status`, a success
+        whose usage is never read (its body cut short: timed out, cancelled, unreadable) counts
+        at its worst case, as one never answered does; an error answer costs nothing."""
         self._answered = True
+        self._status = status
         if self.on_answer is not None:
             self.on_answer(self, headers)
 
@@ -115,7 +122,15 @@ class Lease:
 
     def reclaim(self) -> None:
         """Its scope ended with the result unfinished: end it (`on_reclaim`: the stream closes
-        and counts what it read), else just release."""
+        and counts what it read), else just release. Left unread, it costs its worst case (what
+        the provider served is not known), counted into its repetition's usage now: the stream
+        is released later, on its loop, when the repetition's report may be made already."""
+        with _release_lock:
+            counted = self.costing is not None and not self._released and not self._abandoned
+            self._abandoned = counted
+        if counted and self._usage is not None:
+            assert self.costing is not None
+            self._usage.add_cost(self.costing.model, self._worst_case())
         (self.on_reclaim or self.release)()
 
     def release(self, usage: Usage | None = None) -> bool:
@@ -156,8 +171,9 @@ class Lease:
     def _cost(self, usage: Usage | None) -> tuple[Decimal | None, bool]:
         """What this request cost, and whether that is its worst case for want of an answer: a
         read answer costs its usage at its price; an error answer, or a request never sent,
-        nothing; a request sent and never answered, or a stream left unread, its worst case
-        (the provider may bill it). Settled against the budget and counted into the usage."""
+        nothing; a request sent and never answered, a success whose usage was not read (see
+        `answered`), or a stream left unread, its worst case (the provider may bill it).
+        Settled against the budget and counted into the usage."""
         costing = self.costing
         assert costing is not None
         price = costing.price
@@ -165,6 +181,8 @@ class Lease:
         cost: Decimal | None
         if price is None:
             cost = None
+        elif self._abandoned:  # a stream left unread: whatever it read of its usage
+            cost, unknown = self._worst_case(), True
         elif usage is not None:
             cost = price.cost(
                 usage.prompt_tokens,
@@ -172,18 +190,29 @@ class Lease:
                 usage.cached_tokens,
                 usage.cache_write_tokens,
             )
-        elif self.kept or (self.sent_seq and not self._answered):
-            cost = self._cost_share if self._cost_share is not None else costing.worst_case()
-            unknown = True
+        elif self.kept or (self.sent_seq and not self._answered) or self._succeeded():
+            cost, unknown = self._worst_case(), True
         else:
             cost = Decimal(0)
         share = self._cost_share
         if share is not None and costing.budget is not None:
             costing.budget.settle(share, cost or Decimal(0), waited=not self.kept)
         counter = self._usage
-        if counter is not None and (usage is not None or unknown):
-            counter.add_cost(costing.model, cost)
+        if counter is not None and (usage is not None or unknown) and not self._abandoned:
+            counter.add_cost(costing.model, cost)  # (an abandoned one's was, by `reclaim`)
         return cost, unknown
+
+    def _succeeded(self) -> bool:
+        """Whether it was answered with a success (its sender said the status, < 400)."""
+        return self._status is not None and self._status < 400
+
+    def _worst_case(self) -> Decimal | None:
+        """What it reserved, else its call's worst case; None when its model has no price."""
+        costing = self.costing
+        assert costing is not None
+        if costing.price is None:
+            return None
+        return self._cost_share if self._cost_share is not None else costing.worst_case()
 
 
 def _settle(limiter: RateLimiter, share: Reservation, usage: Usage | None, kept: bool) -> None:

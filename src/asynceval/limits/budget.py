@@ -39,7 +39,7 @@ class CostBudget:
         except ArithmeticError:
             raise ConfigError(f"a cost budget is an amount in USD, got {limit_usd!r}") from None
         if not limit.is_finite() or limit <= 0:
-            raise ConfigError(f"a cost budget must be > 0 USD, got {limit_usd!r}")
+            raise ConfigError(f"a cost budget must be a finite amount > 0 USD, got {limit_usd!r}")
         self.limit = limit
         self._spent = Decimal(0)
         self._reserved = Decimal(0)

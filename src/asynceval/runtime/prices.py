@@ -163,7 +163,10 @@ class Prices:
         data = _parse(path, text)
         if not isinstance(data, Mapping):
             raise ConfigError(f"{path}: a price file maps model names to prices, got {data!r}")
-        return cls(data)
+        try:
+            return cls(data)
+        except ConfigError as exc:  # a bad entry: said with the file it is in
+            raise ConfigError(f"{path}: {exc}") from None
 
     def price(
         self, model: str, *, base_url: str | None = None, lane: Lane = "live"
