@@ -18,10 +18,9 @@ import signal
 import sys
 import sysconfig
 import threading
-import time
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from types import ModuleType
@@ -32,29 +31,19 @@ import cloudpickle
 import dask.config
 from distributed import Client, LocalCluster, Semaphore
 
-from .. import events
 from ..engine.run_reports import RunReports
 from ..errors import ConfigError
-from ._batches import Batcher
+from ._budget import RunBudget
 from ._grants import GrantPlugin
 from ._grants import plugin_name as grants_name
 from ._rate import RatePlugin, forget_run
-from ._worker import (
-    END_OF_EVENTS,
-    RunPlugin,
-    flush_events,
-    plugin_name,
-    quiet_dask_logs,
-    restore_levels,
-    topic,
-)
+from ._session import DaskSession, scheduler_address
+from ._worker import RunPlugin, plugin_name, quiet_dask_logs, restore_levels, topic
 
 if TYPE_CHECKING:
     from ..config import Settings
     from ..engine.benchmark import Benchmark
-    from ..engine.repetition import Unit
-
-_FLUSH_WAIT_S = 5.0  # how long the end of a run waits for the workers' last events
+    from ..limits import CostBudget
 
 
 class DaskBackend:
@@ -124,7 +113,8 @@ class DaskBackend:
         settings: Settings,
         max_concurrent_tasks: int,
         run_key: str | None = None,
-    ) -> AsyncIterator[_DaskSession]:
+        budget: CostBudget | None = None,
+    ) -> AsyncIterator[DaskSession]:
         # A run continued with --resume is the same run to the cluster: the same semaphore, so
         # repetitions a killed caller left running still count against the limit, and the same
         # plugin name, so registering it replaces (tears down) the one the killed caller left.
@@ -138,7 +128,9 @@ class DaskBackend:
                 nthreads: dict[str, int] = await client.nthreads()
                 workers = len(nthreads)
                 if workers == 0:
-                    raise ConfigError(f"the Dask cluster at {_address(client)} has no workers")
+                    raise ConfigError(
+                        f"the Dask cluster at {scheduler_address(client)} has no workers"
+                    )
                 # Registered here first, so the run's lease timeout is the semaphore's. Its name
                 # holds the limit: a resumed run with another limit gets a semaphore of its own.
                 limit = settings.max_concurrent_llm_calls
@@ -155,22 +147,18 @@ class DaskBackend:
                 tasks = max_concurrent_tasks
                 threads = max(1, min(min(nthreads.values()), tasks))
                 size = min(32, max(1, -(-tasks // threads), tasks // 4))
-                session = _DaskSession(client, run_id, workers, workers * tasks, size)
+                ledger = await _scheduler_plugins(client, stack, run_id, settings, budget)
+                session = DaskSession(client, run_id, workers, workers * tasks, size, ledger)
                 client.subscribe_topic(topic(run_id), session.on_event)
                 stack.callback(client.unsubscribe_topic, topic(run_id))
-                # Where leases are granted, the run's 429 pauses are known (before the workers'
-                # plugin, whose first lease asks for them).
-                await client.register_plugin(GrantPlugin(run_id), name=grants_name(run_id))
-                stack.push_async_callback(_unregister, client, grants_name(run_id))
-                requests, tokens = settings.llm_requests_per_minute, settings.llm_tokens_per_minute
-                if requests is not None or tokens is not None:
-                    rate_name = f"{run_id}-rate"
-                    await client.register_plugin(
-                        RatePlugin(run_id, requests, tokens), name=rate_name
-                    )
-                    stack.push_async_callback(_unregister, client, rate_name, run_id)
                 plugin = RunPlugin(
-                    run_id, sent, settings, config, max_concurrent_tasks, semaphore_name
+                    run_id,
+                    sent,
+                    settings,
+                    config,
+                    max_concurrent_tasks,
+                    semaphore_name,
+                    ledger.for_workers if ledger is not None else None,
                 )
                 await client.register_plugin(plugin, name=plugin_name(run_id))
                 # Before the semaphore closes: the workers give back their free leases.
@@ -205,7 +193,7 @@ class DaskBackend:
                 and getattr(target.loop, "asyncio_loop", None) is _running_loop()
             ):
                 return target
-            security, target = target.security, _address(target)  # TLS settings included
+            security, target = target.security, scheduler_address(target)  # TLS settings included
         else:
             security = None
             self.check()
@@ -218,58 +206,28 @@ class DaskBackend:
             raise ConfigError(f"cannot reach the Dask scheduler at {target}: {exc}") from None
 
 
-class _DaskSession:
-    """One run's use of the cluster (the engine's `Session`)."""
-
-    def __init__(
-        self, client: Client, run_id: str, workers: int, capacity: int, batch_size: int
-    ) -> None:
-        self.client = client
-        self.run_id = run_id
-        self.workers = workers
-        self.capacity = capacity
-        self.description: Mapping[str, Any] = {"backend": "dask", "workers": workers}
-        self._ended: set[str] = set()
-        self._all_ended = anyio.Event()
-        self._expected: set[str] = set()
-        self._flushed = False
-        self._batches = Batcher(client, run_id, batch_size, lambda: _address(client))
-
-    def on_event(self, event: tuple[float, Any]) -> None:
-        """A worker's event line (or its end-of-events marker), written to our events sink."""
-        _, message = event
-        if isinstance(message, list | tuple) and message and message[0] == END_OF_EVENTS:
-            self._ended.add(str(message[1]))
-            if self._expected and self._expected <= self._ended:
-                self._all_ended.set()
-            return
-        if isinstance(message, list | tuple):  # a batch of a worker's event lines
-            for line in message:
-                events.forward(str(line))
-        else:
-            events.forward(str(message))
-
-    async def run(self, unit: Unit) -> dict[str, Any]:
-        return await self._batches.run(unit, time.monotonic() - unit.selected_at)
-
-    async def finish(self) -> None:
-        """Stop batches still out (a run cancelled or failed), here and on the workers, and
-        take the workers' last events."""
-        await self._batches.aclose()
-        await self.flush_events()
-
-    async def flush_events(self) -> None:
-        """Ask every worker for its end-of-events marker and wait (briefly) for all of them, so
-        the events file holds the workers' last lines before the run's `run_finished`."""
-        if self._flushed:
-            return
-        self._flushed = True
-        with anyio.CancelScope(shield=True), anyio.move_on_after(_FLUSH_WAIT_S):
-            replies = await self.client.run(flush_events, self.run_id, on_error="ignore")
-            self._expected = {str(address) for address in replies.values() if address}
-            if self._expected <= self._ended:
-                return
-            await self._all_ended.wait()
+async def _scheduler_plugins(
+    client: Client,
+    stack: AsyncExitStack,
+    run_id: str,
+    settings: Settings,
+    budget: CostBudget | None,
+) -> RunBudget | None:
+    """The run's state on the scheduler, before the workers' plugin: where leases are granted,
+    its 429 pauses (a worker's first lease asks for them), its rate windows if it has
+    LLM_REQUESTS_PER_MINUTE or LLM_TOKENS_PER_MINUTE, and its cost budget's ledger if it has
+    a budget (returned: the caller's side of it); `stack` takes them down."""
+    ledger = RunBudget(client, run_id, budget) if budget is not None else None
+    if ledger is not None:
+        await ledger.open(stack)
+    await client.register_plugin(GrantPlugin(run_id), name=grants_name(run_id))
+    stack.push_async_callback(_unregister, client, grants_name(run_id))
+    requests, tokens = settings.llm_requests_per_minute, settings.llm_tokens_per_minute
+    if requests is not None or tokens is not None:
+        rate_name = f"{run_id}-rate"
+        await client.register_plugin(RatePlugin(run_id, requests, tokens), name=rate_name)
+        stack.push_async_callback(_unregister, client, rate_name, run_id)
+    return ledger
 
 
 async def _unregister_workers(client: Client, name: str) -> None:
@@ -356,6 +314,7 @@ def pickled_benchmark(bench: Benchmark) -> bytes:
     travelling.controller = None
     travelling.callbacks = []
     travelling.reports = RunReports.empty()
+    travelling.budget = None  # the caller's: the workers reserve from the run's ledger
     try:
         sent: bytes = cloudpickle.dumps(travelling)
         return sent
@@ -391,10 +350,6 @@ def _by_value(module: ModuleType) -> bool:
 def _stdlib(file: str) -> bool:
     stdlib = sysconfig.get_paths()["stdlib"]
     return Path(file).resolve().is_relative_to(Path(stdlib).resolve())
-
-
-def _address(client: Client) -> str:
-    return str(getattr(client.scheduler, "address", "?"))
 
 
 def _cores() -> int:

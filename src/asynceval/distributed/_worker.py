@@ -3,8 +3,10 @@ function each repetition is submitted as.
 
 The plugin (one per run, registered by the caller, also installed on workers that join later)
 unpickles the Benchmark once, builds the worker's `Runtime` (its own FIFO slots in front of the
-run's cluster-wide semaphore), and forwards the worker's events to the caller under the run's
-topic, each tagged with the worker's address.
+run's cluster-wide semaphore) and, for a run with a cost budget, its `ClusterBudget` (bound
+around each repetition: every call reserves from the run's ledger on the scheduler), and
+forwards the worker's events to the caller under the run's topic, each tagged with the
+worker's address.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ from ..config import Settings
 from ..engine.repetition import Repetitions, Unit
 from ..engine.threads import ThreadRunner, threads_scope
 from ..errors import RunFinished
+from ..limits import budget_scope
 from ..runtime import Runtime
+from ._budget import ClusterBudget
 from ._controller import ClusterController
 from ._grants import PAUSE_HERE
 from ._rate import ClusterRate
@@ -133,6 +137,7 @@ class RunPlugin(WorkerPlugin):
         config: dict[str, Any],
         tasks: int,
         semaphore: str,
+        budget: tuple[str, str] | None = None,
     ) -> None:
         self.caller_pid = os.getpid()
         # The caller's bound event fields (run_id, the application's own), bound on the workers
@@ -147,6 +152,7 @@ class RunPlugin(WorkerPlugin):
         self.settings = settings
         self.config = config
         self.tasks = tasks
+        self.budget = budget  # the run's ledger on the scheduler and its limit, if it has one
         self._state: asyncio.Future[_WorkerRun] | None = None
 
     def setup(self, worker: Worker) -> None:
@@ -198,6 +204,13 @@ class _WorkerRun:
             rate = ClusterRate(plugin.run_id, plugin.worker.scheduler, loop, requests, tokens)
         controller = ClusterController.from_settings(settings)
         self.runtime = Runtime(settings, limiter=controller, rate=rate)
+        self.budget: ClusterBudget | None = None
+        if plugin.budget is not None:  # the run's cost budget, kept on the scheduler
+            ledger, limit = plugin.budget
+            worker = plugin.worker
+            self.budget = ClusterBudget(
+                plugin.run_id, ledger, limit, worker.scheduler, loop, worker.address
+            )
 
         def pause_here(endpoint: str, seconds: float) -> None:
             controller.pause(endpoint, seconds, share=False)  # one of theirs: not sent back
@@ -246,6 +259,7 @@ class _WorkerRun:
             with (
                 events.bind_context(**{**self.bound, "worker": self.worker}),
                 threads_scope(self.threads),
+                budget_scope(self.budget),
             ):
                 return await self.repetitions.run(unit)
         finally:
@@ -280,6 +294,8 @@ class _WorkerRun:
             await self._stopped.wait()
         with contextlib.suppress(Exception):
             await self.runtime.aclose()
+        if self.budget is not None:  # what its calls cost reaches the ledger before it goes
+            await self.budget.flushed()
         await self.slots.aclose()
         # Only this worker's lease refreshes stop (the semaphore is the run's, closed by the
         # caller), and only once no lease is left here: a held lease must not expire while used.
@@ -330,6 +346,16 @@ def _pause_here(worker: Worker, run: str, endpoint: str, seconds: float) -> None
     plugin = worker.plugins.get(plugin_name(run))
     if isinstance(plugin, RunPlugin) and plugin.running is not None:
         plugin.running.slots.learned(endpoint, seconds)
+
+
+async def flush_budget(run_id: str, dask_worker: Worker) -> bool:
+    """Wait (briefly) until the ledger has what the run's calls here cost; whether it has."""
+    plugin = dask_worker.plugins.get(plugin_name(run_id))
+    if isinstance(plugin, RunPlugin) and plugin.running is not None:
+        budget = plugin.running.budget
+        if budget is not None:
+            return await budget.flushed()
+    return True
 
 
 def flush_events(run_id: str, dask_worker: Worker) -> str:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..config import Settings
+    from ..limits import CostBudget
     from .benchmark import Benchmark
     from .repetition import Unit
 
@@ -36,7 +37,8 @@ class Session(Protocol):
         ...
 
     async def flush_events(self) -> None:
-        """Bring in the events written elsewhere so far (called before `run_finished`)."""
+        """Bring in the events written elsewhere so far (called before `run_finished`), and the
+        cost budget's figures (what was spent elsewhere) into the run's `CostBudget`."""
         ...
 
 
@@ -49,7 +51,13 @@ class Backend(Protocol):
         settings: Settings,
         max_concurrent_tasks: int,
         run_key: str | None = None,
+        budget: CostBudget | None = None,
     ) -> AbstractAsyncContextManager[Session]:
         """`run_key` names the run across processes (its results file's absolute path): a
-        resumed run has the same key as the run it continues, None when there is no file."""
+        resumed run has the same key as the run it continues, None when there is no file.
+
+        `budget` is the run's cost budget, if it has one: every call the backend makes is
+        reserved against its `limit` (one budget for all its processes); the session sets
+        `budget.exhausted` as soon as it is (the run then starts no new repetition), and
+        `flush_events` brings what was spent into it."""
         ...

@@ -189,8 +189,14 @@ class Run:
                 await backend_stack.enter_async_context(journal)
                 backend_stack.enter_context(journal_scope(journal))
             if self.backend is not None:
+                # Backend hook (cost budget): the session keeps `self.budget` in step with the
+                # cluster's (exhausted as soon as it is, what was spent by `flush_events`). Given
+                # only to a budgeted run: a backend without budgets still runs the others.
+                budget = {"budget": self.budget} if self.budget is not None else {}
                 self._session = await backend_stack.enter_async_context(
-                    self.backend.session(self.bench, settings, self.max_tasks, self._run_key())
+                    self.backend.session(
+                        self.bench, settings, self.max_tasks, self._run_key(), **budget
+                    )
                 )
             return await self._execute_on(controller, started)
 
