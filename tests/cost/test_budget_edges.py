@@ -312,18 +312,7 @@ async def test_the_simulator_answers_at_most_max_tokens_a_choice_and_256_without
 
 @pytest.mark.parametrize(
     "read",
-    [
-        "first-chunks",
-        pytest.param(
-            "nothing",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="its answer's status is not told the lease (funnel/_send.py and "
-                "_route.py call lease.answered(headers) without the status), so a success cut "
-                "short before its first content costs $0",
-            ),
-        ),
-    ],
+    ["first-chunks", "nothing"],
 )
 async def test_a_run_cancelled_mid_stream_leaves_nothing_reserved(
     tmp_path: Path, event_log: EventLog, asgi_server: Callable[[Any], int], read: str

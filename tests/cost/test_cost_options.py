@@ -78,11 +78,6 @@ def test_a_bad_price_file_is_a_config_error_naming_what_is_wrong(tmp_path: Path,
     assert str(raised.value).startswith(str(tmp_path / name))  # which file says it
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cli/_run.py's _install_runtime lets Runtime()'s ConfigError (a bad price file) out as "
-    "a traceback and exit 1: it should become a CLIError (one line, exit 2)",
-)
 @pytest.mark.parametrize("name", ["not-json.json", "negative.yaml", "missing"])
 def test_a_bad_price_file_is_one_line_on_the_command_line(
     tmp_path: Path,

@@ -29,7 +29,7 @@ from ..config import Settings
 from ..engine import AdaptiveRepeats, Benchmark
 from ..engine.backend import Backend
 from ..engine.run_paths import journal_path, new_run_id
-from ..errors import BackendLost, TaskSpecError
+from ..errors import BackendLost, ConfigError, TaskSpecError
 from ..runtime import Runtime, set_process_default
 from . import _manifest
 from ._errors import CLIError
@@ -311,8 +311,12 @@ def _failure_line(error: OSError, stopped: bool, out: Path) -> str:
 
 
 def _install_runtime(settings: Settings) -> Runtime:
-    """A Runtime over `settings`, made the process default (for what the target builds)."""
-    runtime = Runtime(settings)
+    """A Runtime over `settings`, made the process default (for what the target builds); a
+    setting it cannot use (a bad LLM_PRICES_FILE) is one line."""
+    try:
+        runtime = Runtime(settings)
+    except ConfigError as exc:
+        raise CLIError(str(exc)) from None
     set_process_default(runtime)
     return runtime
 

@@ -277,15 +277,12 @@ class RunBudget:
         state = await getattr(self.client.scheduler, STATE)(run=self.run_id, ledger=self.ledger)
         if not isinstance(state, Mapping):
             return
-        budget = self.budget
-        more = Decimal(state["spent"]) - budget.spent
-        overrun = max(budget.overrun, Decimal(state["overrun"]))
-        if more > 0:
-            budget.settle(Decimal(0), more, waited=False)  # spent: the cluster's, exactly
-        budget.overrun = overrun
-        budget.refused = max(budget.refused, int(state["refused"]))
-        if state["exhausted"]:
-            budget.exhausted = True
+        self.budget.take(
+            spent=Decimal(state["spent"]),
+            refused=int(state["refused"]),
+            overrun=Decimal(state["overrun"]),
+            exhausted=bool(state["exhausted"]),
+        )
 
     async def _unregister(self) -> None:
         with (

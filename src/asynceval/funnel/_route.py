@@ -211,7 +211,7 @@ class Route:
 
             async def simulated(lease: Lease) -> T:
                 reply = await sim.respond(path, content)
-                lease.answered(reply.headers)
+                lease.answered(reply.headers, reply.status_code)
                 return read(reply)
 
             return self.gateway.call(

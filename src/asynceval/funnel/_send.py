@@ -55,7 +55,7 @@ async def send(
         else:
             response = await transport.handle_async_request(request)
             response.request = request
-        lease.answered(response.headers)
+        lease.answered(response.headers, response.status_code)
         try:
             if (
                 stream_then is not None

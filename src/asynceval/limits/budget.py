@@ -98,6 +98,15 @@ class CostBudget:
             if waited:
                 self._waitable -= 1
 
+    def take(self, *, spent: Decimal, refused: int, overrun: Decimal, exhausted: bool) -> None:
+        """Take another ledger's figures as this budget's (a cluster's, kept on its scheduler,
+        into the run's own at its end): never less than this one already says."""
+        with self._lock:
+            self._spent = max(self._spent, spent)
+            self.refused = max(self.refused, refused)
+            self.overrun = max(self.overrun, overrun)
+            self.exhausted = self.exhausted or exhausted
+
     def __repr__(self) -> str:
         return (
             f"CostBudget(limit={self.limit}, spent={self._spent}, reserved={self._reserved}, "
