@@ -44,17 +44,14 @@ from ._estimate_report import Estimate, as_json, print_table, project_sample
 from ._estimate_sample import Sample, draw
 from ._files import config_error, write_error
 from ._progress import Mode, Progress
-from ._run import OVERRIDES, _events_file, _execute, _install_runtime, _RunOptions
+from ._run import OVERRIDES, _events_file, _execute, _RunOptions, build_benchmark
 from ._run_cost import BUDGET_EXHAUSTED, add_cost_options, check_prices, parse_max_cost
 from ._run_options import (
     adaptive_rule,
     add_provider_options,
     add_task_options,
     parse_repeats,
-    settings_of,
 )
-from ._run_tasks import tasks_of
-from ._target import load_benchmark
 
 DEFAULT_SAMPLE = 20
 
@@ -239,23 +236,14 @@ def _prepare(args: argparse.Namespace) -> tuple[Benchmark, Iterable[Task | Any]]
         if getattr(args, option, None) is not None
     }
     options["llm_cache_dir"] = None
-    runtime = _install_runtime(settings_of(options))
-    bench = load_benchmark(args.target)
-    tasks = tasks_of(args, bench)
-    if bench.runtime is None:
-        if bench.settings is not None:  # the target chose settings: the options still win
-            runtime = _install_runtime(settings_of({**bench.settings.model_dump(), **options}))
-        bench.runtime = runtime
-    elif bench.runtime.cache is not None:  # the target brought its own runtime, with a cache
+    bench, tasks = build_benchmark(args, options)
+    assert bench.runtime is not None
+    if bench.runtime.cache is not None:  # the target brought its own runtime, with a cache
         bench.runtime = Runtime(
             bench.runtime.settings.model_copy(update={"llm_cache_dir": None}),
             limiter=bench.runtime.limiter,
             rate=bench.runtime.rate,
         )
-    if isinstance(args.repeats, int):
-        bench.n_task_repeats = args.repeats
-    if args.max_concurrent_tasks is not None:
-        bench.max_concurrent_tasks = args.max_concurrent_tasks
     return bench, tasks
 
 

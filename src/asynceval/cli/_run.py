@@ -131,18 +131,9 @@ def run_command(args: argparse.Namespace) -> int:
     elif args.no_cache:
         options["llm_cache_dir"] = None
     backend = backend_of(args.dask)
-    runtime = _install_runtime(settings_of(options))
-    bench = load_benchmark(args.target)
-    tasks = tasks_of(args, bench)
-    if bench.runtime is None:
-        if bench.settings is not None:  # the target chose settings: the options still win
-            runtime = _install_runtime(settings_of({**bench.settings.model_dump(), **options}))
-        bench.runtime = runtime
+    bench, tasks = build_benchmark(args, options)
     runtime = bench.runtime
-    if isinstance(args.repeats, int):
-        bench.n_task_repeats = args.repeats
-    if args.max_concurrent_tasks is not None:  # the option beats the benchmark's own too
-        bench.max_concurrent_tasks = args.max_concurrent_tasks
+    assert runtime is not None
     _check_cache(runtime)
     check_prices(runtime)
     run_id = new_run_id()
@@ -163,6 +154,27 @@ def run_command(args: argparse.Namespace) -> int:
             say_taken_over(out, lock.taken_over)
         return _run_and_summarise(args, bench, tasks, out, run_id, events_file, backend, rule)
     raise AssertionError("unreachable")  # pragma: no cover - the block returns or raises
+
+
+def build_benchmark(
+    args: argparse.Namespace, options: Mapping[str, Any]
+) -> tuple[Benchmark, Iterable[Any]]:
+    """The benchmark and tasks that `args` name, with `options` (settings) over the environment:
+    the settings are installed as the process default before the target is imported, so the
+    models it builds at import use them; a target that chose its own settings gets the options
+    over them; --repeats and --max-concurrent-tasks beat the benchmark's own."""
+    runtime = _install_runtime(settings_of(dict(options)))
+    bench = load_benchmark(args.target)
+    tasks = tasks_of(args, bench)
+    if bench.runtime is None:
+        if bench.settings is not None:  # the target chose settings: the options still win
+            runtime = _install_runtime(settings_of({**bench.settings.model_dump(), **options}))
+        bench.runtime = runtime
+    if isinstance(args.repeats, int):
+        bench.n_task_repeats = args.repeats
+    if args.max_concurrent_tasks is not None:  # the option beats the benchmark's own too
+        bench.max_concurrent_tasks = args.max_concurrent_tasks
+    return bench, tasks
 
 
 def _run_and_summarise(
