@@ -27,6 +27,8 @@ LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 LogFormat = Literal["json", "console"]
 HttpTransport = Literal["aiohttp", "httpx"]
 Hedge = Literal["off", "p95"] | float
+Lane = Literal["live", "flex", "batch"]
+"""How LLM calls are sent (DESIGN section 16): live, OpenAI's flex processing, or provider batches."""
 """LLM_HEDGE: `off`, `p95` (the endpoint's learned p95 latency) or a delay in seconds (> 0)."""
 
 MAX_LLM_CALLS_BOUND = 50
@@ -85,6 +87,16 @@ class Settings(BaseSettings):
     wins, the other is cancelled."""
     llm_hedge_budget: float = 0.05
     """From 0 to 1: the most hedges per run, as a share of its requests (0.05: 5% extra)."""
+    llm_lane: Lane = "live"
+    """`live`, `flex` (OpenAI's `service_tier: "flex"`: half the price, slower answers) or `batch`
+    (calls gathered into provider batches: half the price, answers within 24 hours)."""
+    llm_batch_size: int = 1000
+    """At least 1: the most requests in one provider batch (never above the provider's cap)."""
+    llm_batch_linger: float = 30.0
+    """Seconds, >= 0.1: a batch goes once its oldest request has waited this long (or when full,
+    or when nothing else can run)."""
+    llm_batch_poll: float = 5.0
+    """Seconds, > 0: the first wait between looks at a batch in progress (doubling up to 60 s)."""
     llm_prices_file: str | None = None
     """A JSON or YAML file of model prices in genai-prices' vocabulary (`{"MODEL": {"input_mtok":
     2.5, "output_mtok": 10, "cache_read_mtok": 1.25}}`, USD per million tokens), ahead of the
@@ -153,6 +165,7 @@ class Settings(BaseSettings):
         "llm_requests_per_minute",
         "llm_tokens_per_minute",
         "llm_cache_max_bytes",
+        "llm_batch_size",
     )
     @classmethod
     def _at_least_one(cls, value: int | None, info: Any) -> int | None:
@@ -175,6 +188,7 @@ class Settings(BaseSettings):
         "task_timeout",
         "loop_block_warn_s",
         "max_cost_usd",
+        "llm_batch_poll",
     )
     @classmethod
     def _positive(cls, value: float | None, info: Any) -> float | None:
@@ -199,6 +213,18 @@ class Settings(BaseSettings):
         ):
             raise ValueError(f"LLM_HEDGE must be off, p95 or a delay in seconds > 0, got {value}")
         return value
+
+    @field_validator("llm_batch_linger")
+    @classmethod
+    def _linger(cls, value: float) -> float:
+        if not value >= 0.1 or value == float("inf"):
+            raise ValueError(f"LLM_BATCH_LINGER must be >= 0.1 seconds, got {value}")
+        return value
+
+    @field_validator("llm_lane", mode="before")
+    @classmethod
+    def _lane(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("llm_hedge_budget")
     @classmethod
@@ -282,6 +308,7 @@ class Settings(BaseSettings):
             "llm_hedge": self.llm_hedge,
             "llm_hedge_budget": self.llm_hedge_budget,
             "max_cost_usd": self.max_cost_usd,
+            "llm_lane": self.llm_lane,
         }
 
     def public(self) -> dict[str, Any]:

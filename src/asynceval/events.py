@@ -89,6 +89,9 @@ HEDGE_SENT = "hedge_sent"
 HEDGE_WON = "hedge_won"
 SDK_RETRIES_STACKED = "sdk_retries_stacked"
 FUNNEL_BYPASSED = "funnel_bypassed"
+BATCH_SUBMITTED = "batch_submitted"
+BATCH_PROGRESS = "batch_progress"
+BATCH_COMPLETED = "batch_completed"
 
 
 # The three events of every call are one dict literal each: they are written per call.
@@ -269,6 +272,40 @@ def hedge_won(
     (null when the first won, or the first never answered)."""
     fields = {"agent": agent, "dimension": dimension, "call_id": call_id, "winner": winner}
     _write("info", HEDGE_WON, {**fields, "saved_s": saved_s})
+
+
+def batch_submitted(
+    *, provider: str, endpoint: str, batch_id: str, requests: int, call_ids: list[str]
+) -> None:
+    """A provider batch (LLM_LANE=batch) was created: `provider` ("openai" or "anthropic"),
+    the API base `endpoint`, its `batch_id`, and the `call_ids` of its `requests` lines."""
+    fields = {"provider": provider, "endpoint": endpoint, "batch_id": batch_id}
+    _write("info", BATCH_SUBMITTED, {**fields, "requests": requests, "call_ids": call_ids})
+
+
+def batch_progress(
+    *, batch_id: str, status: str, completed: int, failed: int, total: int, elapsed_s: float
+) -> None:
+    """A look at a batch in progress: the provider's `status` and its line counts."""
+    fields = {"batch_id": batch_id, "status": status, "completed": completed, "failed": failed}
+    _write("info", BATCH_PROGRESS, {**fields, "total": total, "elapsed_s": round(elapsed_s, 6)})
+
+
+def batch_completed(
+    *,
+    batch_id: str,
+    status: str,
+    succeeded: int,
+    errored: int,
+    expired: int,
+    elapsed_s: float,
+) -> None:
+    """A batch ended (`status`: completed, failed, expired, cancelled) and its results were
+    collected: `succeeded` lines answered their calls, `errored` and `expired` ones went back to
+    their calls (sent again in a later batch while RETRY_MAX_ATTEMPTS allows)."""
+    fields = {"batch_id": batch_id, "status": status, "succeeded": succeeded}
+    counts = {"errored": errored, "expired": expired, "elapsed_s": round(elapsed_s, 6)}
+    _write("info", BATCH_COMPLETED, {**fields, **counts})
 
 
 def sdk_retries_stacked(*, sdk: str, max_retries: int | None, requests: int) -> None:

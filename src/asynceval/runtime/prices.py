@@ -27,13 +27,12 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..config import Lane
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
     from genai_prices.types import TieredPrices
 
-Lane = Literal["live", "flex", "batch"]
-"""How a call is sent (DESIGN section 16): its lane picks genai-prices' price variant."""
 
 _CONTEXTS: dict[str, dict[str, str] | None] = {
     "live": None,
