@@ -60,7 +60,9 @@ def test_the_simulated_providers_price_is_the_documented_one() -> None:
     assert price is not None and price.source == "sim"
     expected = (100 * SIM_PRICE["input_mtok"] + 20 * SIM_PRICE["output_mtok"]) / 10**6
     assert float(price.cost(100, 20)) == pytest.approx(expected, rel=1e-12)
-    assert Prices().price(SIM_MODEL, lane="batch") == price  # the same in every lane
+    for lane in ("batch", "flex"):  # half of live, as OpenAI's list prices are
+        halved = Prices().price(SIM_MODEL, lane=lane)
+        assert halved is not None and halved.cost(100, 20) * 2 == price.cost(100, 20)
 
 
 def test_bundled_prices_equal_genai_prices_own_calculation() -> None:

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from ..config import Lane
 from ..errors import ConfigError
 from ..limits import CostBudget, current_budget
 
@@ -69,15 +70,23 @@ class Costing:
 
 
 class Pricing:
-    """A route's prices: per model, found once (from any thread). `own` is the caller's price
-    for every model it sends (a model's `price=`); `base_url` tells genai-prices the provider."""
+    """A route's prices: per model, found once (from any thread), in the route's `lane` (live,
+    flex or batch: genai-prices' price variant). `own` is the caller's price for every model it
+    sends (a model's `price=`); `base_url` tells genai-prices the provider."""
 
-    __slots__ = ("_base_url", "_found", "_lock", "_own", "_prices")
+    __slots__ = ("_base_url", "_found", "_lock", "_own", "_prices", "lane")
 
-    def __init__(self, prices: Prices, base_url: str | None, own: Price | None = None) -> None:
+    def __init__(
+        self,
+        prices: Prices,
+        base_url: str | None,
+        own: Price | None = None,
+        lane: Lane = "live",
+    ) -> None:
         self._prices = prices
         self._base_url = base_url
         self._own = own
+        self.lane = lane
         self._found: dict[str, Price | None] = {}
         self._lock = threading.Lock()
 
@@ -89,7 +98,7 @@ class Pricing:
             return self._found[model]
         except KeyError:
             pass
-        found = self._prices.price(model, base_url=self._base_url)
+        found = self._prices.price(model, base_url=self._base_url, lane=self.lane)
         with self._lock:
             self._found[model] = found
         return found

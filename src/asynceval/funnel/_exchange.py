@@ -50,6 +50,8 @@ async def exchange(route: Route, request: httpx.Request, agent: str | None) -> h
     cache = route.cache
     journal = current_journal()
     await request.aread()  # the body, kept for every attempt
+    if route.lane == "flex":
+        request = flex_request(request)
     use = None
     if (cache is not None or journal is not None) and cacheable(request):
         url = route.cache_url(str(request.url))
@@ -119,6 +121,25 @@ async def _call(route: Route, request: httpx.Request, agent: str | None) -> http
     if not isinstance(response.stream, LeasedStream):
         leave()
     return response
+
+
+_FLEX_PATHS = ("/chat/completions", "/responses")
+
+
+def flex_request(request: httpx.Request) -> httpx.Request:
+    """In the flex lane, an OpenAI chat completion or response asked for without a service
+    tier goes with `service_tier: "flex"` (DESIGN section 16); anything else as it is."""
+    if request.method != "POST" or not request.url.path.rstrip("/").endswith(_FLEX_PATHS):
+        return request
+    body = _json_or_none(request.content)
+    if not isinstance(body, dict) or "service_tier" in body:
+        return request
+    content = json.dumps({**body, "service_tier": "flex"}).encode()
+    headers = [(k, v) for k, v in request.headers.raw if k.lower() != b"content-length"]
+    flexed = httpx.Request(
+        request.method, request.url, headers=headers, content=content, extensions=request.extensions
+    )
+    return flexed
 
 
 def caller_timeout(request: httpx.Request) -> float | None:

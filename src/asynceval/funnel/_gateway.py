@@ -23,7 +23,7 @@ import anyio
 import anyio.lowlevel
 
 from .. import events
-from ..config import Hedge, Settings
+from ..config import Hedge, Lane, Settings
 from ..errors import (
     AttemptTimeout,
     BudgetExhausted,
@@ -37,7 +37,7 @@ from ._costing import Costing
 from ._hedge import Hedger, hedger_for
 from ._held import collect_if_dropped, scope_if_any
 from ._lease import Lease
-from ._signals import Signals
+from ._signals import Signals, flex_unavailable
 from ._usage import Usage, current_usage
 
 if TYPE_CHECKING:
@@ -95,6 +95,10 @@ class Overrides(NamedTuple):
 _NOT_SENT = ("ConnectError", "ConnectTimeout")
 """How a connection failure that never reached the provider is named (`_replies`)."""
 
+FLEX_CALL_TIMEOUT = 900.0
+"""An attempt's deadline in the flex lane unless LLM_CALL_TIMEOUT is set: OpenAI's advice for
+flex processing, which queues requests (15 minutes)."""
+
 MAX_REQUEUES = 10
 """How many times one attempt may be turned away by an overloaded provider and sent again,
 uncounted, before its 429 counts as a failed attempt."""
@@ -111,6 +115,7 @@ class Gateway:
         "call_timeout",
         "controller",
         "endpoint",
+        "flex",
         "hedger",
         "rate_limiter",
         "retry_policy",
@@ -129,6 +134,7 @@ class Gateway:
         stream_idle_timeout: float = 60.0,
         rates: ProviderRates | None = None,
         hedger: Hedger | None = None,
+        flex: bool = False,
     ) -> None:
         if not call_timeout > 0:
             raise ValueError(f"LLM_CALL_TIMEOUT must be > 0, got {call_timeout}")
@@ -141,6 +147,7 @@ class Gateway:
         self.endpoint = endpoint
         self.stream_idle_timeout = stream_idle_timeout  # a stream's longest wait for a chunk
         self.hedger = hedger  # LLM_HEDGE's: None when it is off (see `asynceval.funnel._hedge`)
+        self.flex = flex  # the flex lane: its "resource unavailable" 429 is no overload
         # The endpoint's rate-limit headers and 429s (`rates`: the runtime's, shared).
         self.signals = (
             Signals(controller, endpoint, retry_policy.max_delay, rates, rate_limiter)
@@ -159,22 +166,33 @@ class Gateway:
         rate_limiter: RateLimiter | None = UNSET,
         retry_policy: RetryPolicy | None = None,
         call_timeout: float | None = None,
+        lane: Lane = "live",
     ) -> Gateway:
         """A gateway on `runtime`'s shared limiter, windows, policy and timeout, each replaced
         by the caller's own where it has one (`own`; the keywords are the previous release's
-        spelling of the same)."""
+        spelling of the same). In the flex `lane` an attempt's deadline is at least
+        `FLEX_CALL_TIMEOUT` unless LLM_CALL_TIMEOUT (or the caller's own settings) says
+        otherwise: flex answers are slow."""
         if own is None:
             own = Overrides(controller, rate_limiter, retry_policy, call_timeout)
         shared = own.controller is None and own.rate_limiter is UNSET  # the runtime's limits
+        timeout = own.call_timeout or runtime.settings.llm_call_timeout
+        if (
+            lane == "flex"
+            and own.call_timeout is None
+            and "llm_call_timeout" not in runtime.settings.model_fields_set
+        ):
+            timeout = max(timeout, FLEX_CALL_TIMEOUT)
         return cls(
             controller=own.controller or runtime.limiter,
             retry_policy=own.retry_policy or runtime.retry_policy,
-            call_timeout=own.call_timeout or runtime.settings.llm_call_timeout,
+            call_timeout=timeout,
             rate_limiter=runtime.rate if own.rate_limiter is UNSET else own.rate_limiter,
             endpoint=endpoint,
             stream_idle_timeout=own.stream_idle_timeout or runtime.settings.llm_stream_idle_timeout,
             rates=runtime.provider_rates(endpoint) if shared else None,
             hedger=hedger_for(runtime, endpoint, own.hedge, own.hedge_budget),
+            flex=lane == "flex",
         )
 
     async def call(
@@ -372,6 +390,8 @@ class Gateway:
             )
             raise AttemptTimeout(self.call_timeout) from None
         except RateLimited as exc:
+            if self.flex and flex_unavailable(exc):
+                raise  # flex capacity, not our concurrency: retried with backoff, nothing cut
             # An overload is sent again from the front; a rate refusal paused the endpoint.
             signals = self.signals
             if signals is not None and signals.refused(exc, lease) and requeue < MAX_REQUEUES:

@@ -36,7 +36,7 @@ from ._usage import Usage, estimated_tokens
 if TYPE_CHECKING:
     import httpx
 
-    from ..config import HttpTransport
+    from ..config import HttpTransport, Lane
     from ..sim import SimProvider
 
 T = TypeVar("T")
@@ -90,7 +90,8 @@ class Route:
     `url` is the URL a `post` goes to (a transport's route is built on a request's URL, and
     sends each request to its own URL); its endpoint (`endpoint_of`) keys the 429 pause and the
     adaptive limit, its origin the connection pool. `own` replaces the runtime's limits for this
-    caller, and `price` the price of every model it sends; `transport` picks the HTTP transport
+    caller, `price` the price of every model it sends, and `lane` how its calls go (live, flex,
+    batch; default LLM_LANE); `transport` picks the HTTP transport
     ("aiohttp", "httpx", or any httpx transport; default LLM_HTTP_TRANSPORT); `headers` go with
     every `post`. With the embedded simulator's
     URL and no transport object, `sim` (default: the runtime's) answers: in process for a
@@ -107,6 +108,7 @@ class Route:
         "cache",
         "gateway",
         "key",
+        "lane",
         "pools",
         "pricing",
     )
@@ -121,15 +123,17 @@ class Route:
         headers: Mapping[str, str] | None = None,
         sim: SimProvider | None = None,
         price: Price | None = None,
+        lane: Lane | None = None,
     ) -> None:
         import httpx  # built once per caller and runtime: not at `import asynceval`
 
         parsed = httpx.URL(url)
         origin = origin_of(parsed)
         endpoint = endpoint_of(parsed)
-        self.gateway = Gateway.for_runtime(runtime, endpoint, own)
-        # Each request's model priced: the caller's own price, else the runtime's prices.
-        self.pricing = Pricing(runtime.prices, endpoint, price)
+        self.lane: Lane = lane or runtime.settings.llm_lane
+        self.gateway = Gateway.for_runtime(runtime, endpoint, own, lane=self.lane)
+        # Each request's model priced (in its lane): the caller's own price, else the runtime's.
+        self.pricing = Pricing(runtime.prices, endpoint, price, self.lane)
         self._url = url
         self._headers = dict(headers or {})
         self.pools = runtime.pools

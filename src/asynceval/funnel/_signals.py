@@ -103,3 +103,11 @@ class Signals:
         controller.pause(endpoint, seconds)
         if seconds > before + 0.001:
             events.endpoint_paused(endpoint=endpoint, seconds=seconds, reason=reason)
+
+
+def flex_unavailable(error: RateLimited) -> bool:
+    """Whether a 429 is OpenAI flex processing's "resource unavailable": the flex tier has no
+    capacity for the request now, which says nothing about how many calls we send (DESIGN
+    section 16): retried with backoff, the endpoint neither paused nor its limit lowered."""
+    text = f"{error.message} {error.body or ''}".lower()
+    return "resource_unavailable" in text or "resource unavailable" in text

@@ -24,7 +24,7 @@ from pydantic import BaseModel, SecretStr
 from .. import events
 from .._jsonfast import encoder
 from .._version import __version__
-from ..config import HttpTransport, Settings
+from ..config import HttpTransport, Lane, Settings
 from ..errors import ConfigError
 from ..funnel import (
     SIM_BASE_URL,
@@ -90,10 +90,14 @@ class ChatModel(ABC):
     provider without JSON-schema output (older Ollama models, some vLLM servers). `price` is
     what this model's calls cost, in genai-prices' vocabulary (`{"input_mtok": 2.5,
     "output_mtok": 10, "cache_read_mtok": 1.25}`, USD per million tokens), ahead of
-    LLM_PRICES_FILE and genai-prices' own prices.
+    LLM_PRICES_FILE and genai-prices' own prices (with `batch` / `flex` entries for those lanes).
+    `lane` (default LLM_LANE) is how its calls go: live, flex (OpenAI's `service_tier: "flex"`:
+    half the price, slower) or batch (provider batches).
     """
 
     path: str
+    flex = False
+    """Whether the provider's API has OpenAI's flex processing (`service_tier: "flex"`)."""
 
     def __init__(
         self,
@@ -109,6 +113,7 @@ class ChatModel(ABC):
         sim_config: SimConfig | None = None,
         structured_output: bool = True,
         price: Price | Mapping[str, Any] | None = None,
+        lane: Lane | None = None,
     ) -> None:
         self.runtime = runtime
         self._settings = settings
@@ -138,7 +143,17 @@ class ChatModel(ABC):
         if not model:
             raise ConfigError(f"no model name for {base_url}: pass model= or set LLM_MODEL")
         self.model = model
-        self.price = None if price is None else Price.of(price, model)
+        if lane is not None and lane not in ("live", "flex", "batch"):
+            raise ConfigError(f"lane must be live, flex or batch, got {lane!r}")
+        if lane == "flex" and not self.flex:
+            raise ConfigError(
+                f"{type(self).__name__} has no flex lane (flex is OpenAI's service_tier): use "
+                "lane='live' or 'batch'"
+            )
+        self.lane: Lane | None = lane
+        """This model's lane (`lane=`), else LLM_LANE's."""
+        self._price_spec = price
+        self.price = None if price is None else Price.of(price, model, lane or "live")
         """This model's own price (`price=`), ahead of LLM_PRICES_FILE and genai-prices'."""
         self.base_url = _checked_base_url(base_url)
         self._own = Overrides.of(
@@ -190,6 +205,15 @@ class ChatModel(ABC):
         cached = self._last_route
         if cached is not None and cached[0]() is runtime:
             return cached[1]
+        lane = self.lane or runtime.settings.llm_lane
+        if lane == "flex" and not self.flex:
+            raise ConfigError(
+                f"LLM_LANE is flex, which {type(self).__name__} has not (flex is OpenAI's "
+                "service_tier): give this model lane='live' or 'batch'"
+            )
+        price = self.price
+        if self._price_spec is not None and lane != (self.lane or "live"):
+            price = Price.of(self._price_spec, self.model, lane)
         route = Route(
             runtime,
             f"{self.base_url}/{self.path}",
@@ -197,7 +221,8 @@ class ChatModel(ABC):
             transport=self._transport,
             headers=self._headers_sent,
             sim=self._own_sim,
-            price=self.price,
+            price=price,
+            lane=lane,
         )
         # Weakly: a runtime the application dropped still closes its pools when collected.
         self._last_route = (weakref.ref(runtime), route)  # one assignment: thread-safe
@@ -227,6 +252,9 @@ class ChatModel(ABC):
             )
         if isinstance(response_format, type):
             response_format = response_format_for(response_format)
+        route = self._route(self.runtime or Runtime.current())
+        if route.lane == "flex":
+            params.setdefault("service_tier", "flex")
         body = self._body(as_messages(messages), response_format, params)
         fmt = response_format
 
@@ -236,7 +264,6 @@ class ChatModel(ABC):
             )
             return completion
 
-        route = self._route(self.runtime or Runtime.current())
         content = _encode(body).encode()
         return await route.post(content, body, decode, _usage_of, agent=agent, dimension=dimension)
 

@@ -17,6 +17,7 @@ class OpenAIChatModel(ChatModel):
     """
 
     path = "chat/completions"
+    flex = True
 
     def _headers(self, api_key: str | None) -> dict[str, str]:
         return {"authorization": f"Bearer {api_key}"} if api_key else {}

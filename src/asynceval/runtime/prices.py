@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from ..config import Lane
 from ..errors import ConfigError
@@ -47,7 +47,7 @@ SIM_MODEL = "asynceval-sim"
 SIM_PRICE: Mapping[str, float] = {"input_mtok": 1.0, "output_mtok": 2.0, "cache_read_mtok": 0.5}
 """The embedded simulated provider's documented price, so that cost is testable offline: $1 per
 million prompt tokens, $2 per million completion tokens, $0.50 per million cached prompt tokens,
-in every lane."""
+live; half of each in the batch and flex lanes (as OpenAI's list prices are)."""
 SIM_MAX_OUTPUT_TOKENS = 256
 """The most completion tokens the simulated provider answers (fewer when a request's max_tokens
 says so): its calls' worst case, for a budget."""
@@ -112,10 +112,16 @@ class Price:
         return total
 
     @classmethod
-    def of(cls, prices: Price | Mapping[str, Any], model: str = "the model") -> Price:
+    def of(
+        cls, prices: Price | Mapping[str, Any], model: str = "the model", lane: Lane = "live"
+    ) -> Price:
         """A price given in genai-prices' vocabulary (`{"input_mtok": 2.5, "output_mtok": 10}`,
-        USD per million tokens), checked as a price file's entry is; a `Price` as it is."""
-        return prices if isinstance(prices, Price) else _checked(model, prices)
+        USD per million tokens, with optional `batch` / `flex` entries for those lanes), checked
+        as a price file's entry is, for `lane`; a `Price` as it is, in every lane."""
+        if isinstance(prices, Price):
+            return prices
+        found = _lanes(model, prices)
+        return found.get(lane) or found["live"]
 
     def output_cap(self, prompt_bound: int) -> int:
         """The most completion tokens a call that sets no max_tokens may get: the model's
@@ -145,9 +151,10 @@ class Prices:
     kept per (model, base URL, lane), from any thread."""
 
     def __init__(self, overrides: Mapping[str, Mapping[str, Any]] | None = None) -> None:
-        self._overrides = {
-            str(name): _checked(str(name), prices) for name, prices in (overrides or {}).items()
-        }
+        self._overrides: dict[tuple[str, str], Price] = {}
+        for name, prices in (overrides or {}).items():
+            for lane, price in _lanes(str(name), prices).items():
+                self._overrides[(str(name), lane)] = price
         self._found: dict[tuple[str, str | None, str], Price | None] = {}
         self._lock = threading.Lock()
 
@@ -178,11 +185,25 @@ class Prices:
             return self._found[key]
         except KeyError:
             pass
-        found = self._overrides.get(model)
+        found = self._overrides.get((model, lane)) or self._overrides.get((model, "live"))
         if found is None:
-            found = _sim_price() if model == SIM_MODEL else _bundled(model, base_url, lane)
+            found = _sim_price(lane) if model == SIM_MODEL else _bundled(model, base_url, lane)
         with self._lock:
             return self._found.setdefault(key, found)
+
+
+def _lanes(model: str, prices: Any) -> dict[str, Price]:
+    """A price file's entry per lane: its own prices for live (and any lane it does not name),
+    and those under its `batch` / `flex` keys for that lane (`{"input_mtok": 2, "output_mtok": 8,
+    "batch": {"input_mtok": 1, "output_mtok": 4}}`): a provider's discount is not guessed."""
+    if not isinstance(prices, Mapping):
+        return {"live": _checked(model, prices)}
+    live = {k: v for k, v in prices.items() if k not in ("batch", "flex")}
+    found = {"live": _checked(model, live)}
+    for lane in ("batch", "flex"):
+        if lane in prices:
+            found[lane] = _checked(f"{model}/{lane}", prices[lane])
+    return found
 
 
 def _checked(model: str, prices: Any) -> Price:
@@ -222,11 +243,12 @@ def _checked(model: str, prices: Any) -> Price:
     )
 
 
-def _sim_price() -> Price:
+def _sim_price(lane: str = "live") -> Price:
+    share = Decimal(1) if lane == "live" else Decimal("0.5")  # batch and flex: half, as OpenAI's
     return Price(
-        Decimal(str(SIM_PRICE["input_mtok"])),
-        Decimal(str(SIM_PRICE["output_mtok"])),
-        Decimal(str(SIM_PRICE["cache_read_mtok"])),
+        Decimal(str(SIM_PRICE["input_mtok"])) * share,
+        Decimal(str(SIM_PRICE["output_mtok"])) * share,
+        Decimal(str(SIM_PRICE["cache_read_mtok"])) * share,
         source="sim",
         max_output_tokens=SIM_MAX_OUTPUT_TOKENS,
     )
