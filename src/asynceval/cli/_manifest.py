@@ -57,6 +57,8 @@ HOW = {
     "--allow-errors": "allow_errors",
     "--fail-under": "fail_under",
     "--max-cost": "max_cost",
+    "--lane": "lane",
+    "--keep-batches": "keep_batches",
 }
 
 

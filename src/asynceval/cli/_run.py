@@ -86,6 +86,7 @@ OVERRIDES = {
     "base_url": "llm_base_url",
     "model": "llm_model",
     "max_cost": "max_cost_usd",
+    "lane": "llm_lane",
 }
 
 

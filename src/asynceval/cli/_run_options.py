@@ -114,6 +114,18 @@ def add_provider_options(run: argparse.ArgumentParser) -> None:
         "--model", metavar="NAME", help="model name sent with each request (default: LLM_MODEL)"
     )
     run.add_argument(
+        "--lane",
+        choices=("live", "flex", "batch"),
+        help="how calls go: live, flex (OpenAI's service_tier flex: half price, slower) or batch "
+        "(provider batches: half price, answers within 24 h) (default: LLM_LANE, live)",
+    )
+    run.add_argument(
+        "--keep-batches",
+        action="store_true",
+        help="with --lane batch: leave open batches running when the run is stopped (Ctrl-C, "
+        "SIGTERM), for --resume to collect (default: cancel them)",
+    )
+    run.add_argument(
         "--dask",
         metavar="ADDRESS|local[:N]",
         help="run the repetitions on a Dask cluster: a scheduler address (tcp://host:8786), or "
