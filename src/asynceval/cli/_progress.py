@@ -84,6 +84,11 @@ class Progress:
         self.task_timeouts = 0  # repetitions that ended as task_timeout
         self.started = time.monotonic()
         self.stream_error: OSError | None = None
+        self.cost = 0.0  # what the released requests and collected batches cost so far
+        self.priced = False
+        self.open_batches: dict[str, str] = {}  # batch id -> the provider's last status
+        self.batches_done = 0
+        self.batch_lines = 0  # lines in the open batches
 
     def observe(self, event: str, fields: Mapping[str, Any]) -> None:
         if event == "run_started" and self.total is not None and not self._total_known:
@@ -103,6 +108,12 @@ class Progress:
         elif event in ("acquired", "released") and "worker" in fields:
             step = 1 if event == "acquired" else -1
             self.remote_in_flight = max(0, (self.remote_in_flight or 0) + step)
+            if event == "released":
+                self._cost(fields)
+        elif event == "released":
+            self._cost(fields)
+        elif event.startswith("batch_"):
+            self._batch(event, fields)
         elif event == "retry":
             self.retries += 1
         elif event == "timeout":
@@ -112,6 +123,37 @@ class Progress:
             failures = fields.get("store_failures")
             if isinstance(failures, Mapping):
                 self.store_failures = {k: int(v or 0) for k, v in failures.items() if v}
+
+    def _cost(self, fields: Mapping[str, Any]) -> None:
+        cost = fields.get("cost_usd")
+        if isinstance(cost, int | float) and not isinstance(cost, bool):
+            self.cost += float(cost)
+            self.priced = True
+
+    def _batch(self, event: str, fields: Mapping[str, Any]) -> None:
+        """The batch lane's batches: open ones by status, lines waiting in them, done ones."""
+        batch_id = str(fields.get("batch_id"))
+        if event == "batch_submitted":
+            self.open_batches[batch_id] = "submitted"
+            self.batch_lines += int(fields.get("requests") or 0)
+        elif event == "batch_progress" and batch_id in self.open_batches:
+            self.open_batches[batch_id] = str(fields.get("status"))
+        elif event == "batch_completed":
+            if self.open_batches.pop(batch_id, None) is not None:
+                self.batches_done += 1
+                done = sum(int(fields.get(k) or 0) for k in ("succeeded", "errored", "expired"))
+                self.batch_lines = max(0, self.batch_lines - done)
+            self._cost(fields)
+
+    def batches(self) -> str | None:
+        """The batches, as the display says them ("2 open (in_progress 2), 340 lines waiting,
+        5 done"), or None before the first."""
+        if not self.open_batches and not self.batches_done:
+            return None
+        states = Counter(self.open_batches.values())
+        detail = ", ".join(f"{state} {n}" for state, n in sorted(states.items()))
+        opened = f"{len(self.open_batches)} open" + (f" ({detail})" if detail else "")
+        return f"{opened}, {self.batch_lines} lines waiting, {self.batches_done} done"
 
     @property
     def done(self) -> int:
@@ -156,11 +198,14 @@ class Progress:
         f = self.figures()
         total = "" if f["total"] is None else f"/{f['total']}"
         rate = "-" if f["pass_rate"] is None else f"{f['pass_rate']:.1%} of {f['scored']} scored"
+        batches = self.batches()
         return (
             f"[{_duration(f['elapsed'])}] done {f['done']}{total} | in flight "
             f"{f['in_flight']}/{f['limit']} | queued calls {f['queued']} | retries {f['retries']}"
             f" | timeouts {f['timeouts']} calls, {f['task_timeouts']} tasks | pass rate {rate}"
-            f" | ETA {_duration(f['eta'], round_up=True)}"
+            + (f" | batches {batches}" if batches else "")
+            + (f" | cost ${self.cost:.4g}" if self.priced else "")
+            + f" | ETA {_duration(f['eta'], round_up=True)}"
         )
 
     def table(self) -> Table:
@@ -176,6 +221,11 @@ class Progress:
         table.add_row("timeouts", f"{f['timeouts']} calls, {f['task_timeouts']} tasks")
         rate = "-" if f["pass_rate"] is None else f"{f['pass_rate']:.1%} of {f['scored']} scored"
         table.add_row("pass rate so far", rate)
+        batches = self.batches()
+        if batches:
+            table.add_row("batches", batches)
+        if self.priced:
+            table.add_row("cost so far", f"${self.cost:.4g}")
         eta = _duration(f["eta"], round_up=True)
         table.add_row("elapsed / ETA", f"{_duration(f['elapsed'])} / {eta}")
         return table
