@@ -38,7 +38,8 @@ def add_parser(commands: Any) -> None:
     serve_cmd = sim_commands.add_parser(
         "serve",
         help="serve the simulated provider on a socket (OpenAI /v1/chat/completions, "
-        "Anthropic /v1/messages, GET /stats)",
+        "/v1/responses, /v1/files, /v1/batches; Anthropic /v1/messages, /v1/messages/batches; "
+        "GET /stats)",
         description="Serve the simulated provider. Point a client at http://HOST:PORT/v1.",
     )
     _add_options(serve_cmd)
@@ -53,6 +54,7 @@ def _add_options(serve_cmd: argparse.ArgumentParser) -> None:
     _add_latency(serve_cmd)
     _add_caps(serve_cmd)
     _add_faults(serve_cmd)
+    _add_batches(serve_cmd)
     serve_cmd.add_argument(
         "--attempt-memory",
         type=int,
@@ -128,6 +130,30 @@ def _add_faults(serve_cmd: argparse.ArgumentParser) -> None:
     serve_cmd.add_argument("--truncated-rate", type=float, default=0.0, help="200, JSON cut short")
 
 
+def _add_batches(serve_cmd: argparse.ArgumentParser) -> None:
+    """The batch APIs' delay and faults (/v1/batches, /v1/messages/batches)."""
+    serve_cmd.add_argument(
+        "--batch-delay", type=float, default=0.0, metavar="SECONDS",
+        help="a batch ends this long after it was created (default 0)",
+    )  # fmt: skip
+    serve_cmd.add_argument(
+        "--batch-fail-first", type=int, default=0, metavar="N",
+        help="the first N batches created fail",
+    )  # fmt: skip
+    serve_cmd.add_argument(
+        "--batch-fail-rate", type=float, default=0.0, metavar="RATE",
+        help="each batch fails with this probability",
+    )  # fmt: skip
+    serve_cmd.add_argument(
+        "--batch-error-rate", type=float, default=0.0, metavar="RATE",
+        help="each batch line is answered a retryable 500 with this probability",
+    )  # fmt: skip
+    serve_cmd.add_argument(
+        "--batch-expire-rate", type=float, default=0.0, metavar="RATE",
+        help="each batch line expires with this probability",
+    )  # fmt: skip
+
+
 def sim_serve(args: argparse.Namespace) -> int:
     try:
         config = SimConfig(
@@ -148,6 +174,11 @@ def sim_serve(args: argparse.Namespace) -> int:
             truncated_rate=args.truncated_rate,
             attempt_memory=args.attempt_memory,
             stream_chunk_delay=args.stream_chunk_delay,
+            batch_delay=args.batch_delay,
+            batch_fail_first=args.batch_fail_first,
+            batch_fail_rate=args.batch_fail_rate,
+            batch_error_rate=args.batch_error_rate,
+            batch_expire_rate=args.batch_expire_rate,
         )
     except ValueError as exc:
         print(f"asynceval sim serve: {exc}", file=sys.stderr)

@@ -1,7 +1,8 @@
 """asynceval.sim: a simulated LLM provider, the test double and the embedded default provider.
 
 An ASGI app speaking the OpenAI chat completions (streamed or not, `n` choices) and Responses
-(streamed or not) APIs, `GET /v1/models`, and the Anthropic Messages protocol, with configurable
+(streamed or not) APIs, `GET /v1/models`, the Anthropic Messages protocol, and both providers'
+batch APIs (OpenAI's Files and Batch APIs, Anthropic's Message Batches), with configurable
 latency, server-side caps, injected faults and deterministic answers that satisfy a request's
 JSON schema. What it cannot honour (log probabilities, server-side state...) is a 400 naming
 the parameter. It speaks what the OpenAI SDK, openai-agents, pydantic-ai, langchain-openai and

@@ -2,8 +2,9 @@
 
 Routes: `POST /v1/chat/completions` (OpenAI chat completions), `POST /v1/responses` (OpenAI
 Responses API), `POST /v1/messages` (Anthropic), `GET /v1/models` and `GET /v1/models/{id}`,
-`GET /stats`, `POST /stats/reset`. Unknown paths answer 404, wrong methods 405, unreadable
-bodies and parameters the simulator cannot honour 400.
+`GET /stats`, `POST /stats/reset`; and the batch APIs' resource routes, `/v1/files`,
+`/v1/batches` and `/v1/messages/batches` (`asynceval.sim._batches`). Unknown paths answer 404,
+wrong methods 405, unreadable bodies and parameters the simulator cannot honour 400.
 
 A completion request goes through, in order: counting, the RPM and TPM caps, the concurrency cap
 (all answer 429 at once and are not in flight), then, once admitted and in flight: `fail_first`,
@@ -21,14 +22,12 @@ with `retry-after-ms`); a concurrency 429 does not (an overload).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from typing import Any, NamedTuple
 
 import anyio
 
-from asynceval.sim._answers import Answer, Turn, answer, token_count
 from asynceval.sim._anthropic import ANTHROPIC
 from asynceval.sim._asgi import (
     Header,
@@ -36,14 +35,18 @@ from asynceval.sim._asgi import (
     Receive,
     Scope,
     Send,
+    call_of,
     lifespan,
     read_body,
+    send_reply,
     send_response,
     wait_for_disconnect,
 )
+from asynceval.sim._batches import BatchRoutes
+from asynceval.sim._compose import compose, request_digest
+from asynceval.sim._compose import ident as ident_of
 from asynceval.sim._config import SimConfig
 from asynceval.sim._dialect import (
-    MAX_OUTPUT_TOKENS,
     BadRequest,
     Dialect,
     Parsed,
@@ -81,7 +84,9 @@ class SimProvider:
 
     Nothing it keeps grows with the number of requests served: attempt indexes are capped by
     `attempt_memory`, the RPM window and the rate witnesses hold the last `rate_window` seconds,
-    and the status counts one entry per status code. It holds no event-loop primitive, so loops
+    and the status counts one entry per status code. Only what clients make is kept until they
+    delete it or `reset()`: uploaded files, batches and their output (`_batches`; batch lines
+    have attempt indexes of their own, capped alike). It holds no event-loop primitive, so loops
     in several threads may share it (a Runtime's embedded one is shared); its counters are plain
     integers, exact within one thread.
     """
@@ -94,12 +99,13 @@ class SimProvider:
         self._caps = RateCaps(self.config.rpm, self.config.tpm, self.config.rate_window)
         self._retry_headers = retry_headers(self.config.retry_after)
         self._salt = b"%d:" % self.config.seed
+        self._batches = BatchRoutes(self.config, self._stats)
 
     def stats(self) -> dict[str, Any]:
         """The `GET /stats` document (a fresh dict; its keys are described on `Stats`).
 
         Keys: requests, statuses, in_flight, max_in_flight, tokens, window_max_requests and
-        window_max_tokens.
+        window_max_tokens; and batches, once a batch counter is not zero (`BatchCounts`).
         """
         return self._stats.snapshot()
 
@@ -111,10 +117,12 @@ class SimProvider:
         self._stats.reset()
 
     def reset(self) -> None:
-        """Zero the counters and forget attempt indexes and the RPM window: as good as new."""
+        """Zero the counters, forget attempt indexes, the RPM window, files and batches: as good
+        as new."""
         self._stats.reset()
         self._attempts.clear()
         self._caps.clear()
+        self._batches.clear()
 
     async def respond(self, path: str, body: bytes) -> SimReply:
         """Answer one POST to a completion route (`/v1/chat/completions`, ...) in process, without
@@ -151,6 +159,10 @@ class SimProvider:
             body = await read_body(receive)
             if body is not None:
                 await self._complete(dialect, path, body, receive, send)
+        elif BatchRoutes.serves(path):
+            body = await read_body(receive)
+            if body is not None:
+                await send_reply(send, self._batches.handle(call_of(scope, path, body)))
         elif path == "/stats":
             if method != "GET":
                 await _send_json(
@@ -210,7 +222,7 @@ class SimProvider:
         if caps.on:
             caps.admit(now)
             send = announcing(send, caps.headers(path, now))
-        digest = hashlib.blake2b(path.encode() + b"\0" + body, digest_size=16).digest()
+        digest = request_digest(path, body)
         attempt = self._attempts.next(digest)
         stats.enter()
         try:
@@ -267,17 +279,11 @@ class SimProvider:
             await send_response(send, 200, _MALFORMED)
             return
         try:
-            replies = _answers(parsed.turn, parsed.choices, self._salt + digest)
+            replies, usage = compose(parsed, self._salt + digest, self.config.tokens_per_char)
         except Exception as exc:  # a schema the generator cannot satisfy
             await self._error(send, dialect, 400, f"The simulator cannot answer this: {exc!r}")
             return
-        per_char = self.config.tokens_per_char
-        cap = min(parsed.max_tokens or MAX_OUTPUT_TOKENS, MAX_OUTPUT_TOKENS)
-        usage = Usage(
-            token_count(parsed.prompt_chars, per_char),
-            sum(min(token_count(reply.chars(), per_char), cap) for reply in replies),
-        )
-        ident = f"{digest.hex()[:24]}{attempt:04x}"
+        ident = ident_of(digest, attempt)
         if parsed.stream and dialect.stream is not None:
             frames = dialect.stream(parsed, replies, ident, int(time.time()), usage)
             await self._stream(frames, corruption, usage, receive, send)
@@ -374,11 +380,6 @@ async def _never_disconnects() -> Message:
 def sim_app(config: SimConfig | None = None) -> SimProvider:
     """A new `SimProvider` for `config` (the defaults when None)."""
     return SimProvider(config)
-
-
-def _answers(turn: Turn, choices: int, salt: bytes) -> list[Answer]:
-    """One answer per choice; the first is the answer a single-choice request gets."""
-    return [answer(turn, salt=salt + (b"#%d" % i if i else b"")) for i in range(choices)]
 
 
 def _not_allowed(method: str) -> str:

@@ -55,6 +55,16 @@ class SimConfig:
     meets `fail_first` again): retries of one request are remembered unless that many other
     distinct requests are admitted between two of them. Only then does arrival order matter to
     the draws. The RPM cap and the window stats keep one `rate_window` of arrival times.
+
+    Batches (OpenAI's `/v1/batches`, Anthropic's `/v1/messages/batches`): a batch ends
+    `batch_delay` seconds after it was created. The first `batch_fail_first` batches created
+    (both APIs counted together) fail, and then each fails with probability `batch_fail_rate`,
+    drawn from (seed, its requests, how often these requests were sent as one batch before);
+    OpenAI's batch then has status `failed`, Anthropic's ends with every request errored. Each
+    line of a batch that does not fail expires with probability `batch_expire_rate` (its batch
+    then ends `expired` on OpenAI) or else is answered a retryable 500 with probability
+    `batch_error_rate`, drawn from (seed, path, body, how often this body was sent in a batch
+    before). The live faults, latency and caps do not touch batch lines.
     """
 
     seed: int = 0
@@ -75,6 +85,11 @@ class SimConfig:
     rate_window: float = 60.0
     attempt_memory: int = 65_536
     stream_chunk_delay: float = 0.0
+    batch_delay: float = 0.0
+    batch_fail_first: int = 0
+    batch_fail_rate: float = 0.0
+    batch_error_rate: float = 0.0
+    batch_expire_rate: float = 0.0
 
     def __post_init__(self) -> None:
         _check(self.latency >= 0 and math.isfinite(self.latency), "latency", self.latency)
@@ -116,6 +131,17 @@ class SimConfig:
             "stream_chunk_delay",
             self.stream_chunk_delay,
         )
+        _check(
+            self.batch_delay >= 0 and math.isfinite(self.batch_delay),
+            "batch_delay",
+            self.batch_delay,
+        )
+        _check(self.batch_fail_first >= 0, "batch_fail_first", self.batch_fail_first)
+        for name in ("batch_fail_rate", "batch_error_rate", "batch_expire_rate"):
+            rate = getattr(self, name)
+            _check(0.0 <= rate <= 1.0, name, rate)
+        lines = self.batch_error_rate + self.batch_expire_rate
+        _check(lines <= 1.0 + 1e-9, "batch_error_rate + batch_expire_rate", lines)
         # A private, sorted copy: callers may not mutate the mapping under a running provider.
         object.__setattr__(self, "fault_rates", dict(sorted(self.fault_rates.items())))
 

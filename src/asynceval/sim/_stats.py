@@ -21,11 +21,14 @@ class Stats:
     tokens of the answers that count towards `tokens`, counted when the answer is sent, within
     any such window. A reset forgets earlier arrivals and answers: both witnesses then cover
     only what came after it. Memory holds only the last `rate_window` seconds of entries.
+
+    `batches` holds a `BatchCounts` per batch API (`BATCH_PROVIDERS`); a reset zeroes them.
     """
 
     __slots__ = (
         "_answered_tokens",
         "_arrivals",
+        "batches",
         "completion_tokens",
         "in_flight",
         "max_in_flight",
@@ -43,6 +46,7 @@ class Stats:
         self.completion_tokens = 0
         self._arrivals = Window(rate_window)
         self._answered_tokens = Window(rate_window)
+        self.batches = {provider: BatchCounts() for provider in BATCH_PROVIDERS}
 
     def arrive(self, now: float) -> None:
         """A request reached a completion route at `now` (`time.monotonic()`)."""
@@ -78,10 +82,13 @@ class Stats:
         self.completion_tokens = 0
         self._arrivals.clear()
         self._answered_tokens.clear()
+        for counts in self.batches.values():
+            counts.reset()
 
     def snapshot(self) -> dict[str, Any]:
-        """The `GET /stats` document (status codes as string keys, in ascending order)."""
-        return {
+        """The `GET /stats` document (status codes as string keys, in ascending order); its
+        `batches` key only once a batch counter is not zero (see `BatchCounts`)."""
+        document: dict[str, Any] = {
             "requests": self.requests,
             "statuses": {str(code): n for code, n in sorted(self.statuses.items())},
             "in_flight": self.in_flight,
@@ -89,4 +96,68 @@ class Stats:
             "tokens": {"prompt": self.prompt_tokens, "completion": self.completion_tokens},
             "window_max_requests": self._arrivals.peak,
             "window_max_tokens": self._answered_tokens.peak,
+        }
+        if any(counts.used() for counts in self.batches.values()):
+            document["batches"] = {name: c.snapshot() for name, c in self.batches.items()}
+        return document
+
+
+BATCH_PROVIDERS = ("openai", "anthropic")
+"""The batch APIs the provider serves, as named in `GET /stats`' `batches`."""
+
+
+class BatchCounts:
+    """What one provider's batch API was given and answered, since the last reset.
+
+    `created` counts the batches created (a refused create is not one), `lines` the requests
+    they held, one per line whatever became of it: a line submitted twice counts twice.
+    The outcomes count lines once their batch has ended and was looked at: `succeeded`,
+    `errored` (an error answer: an injected 500, or a 400 for a request the live route refuses
+    too), `expired` and `canceled`; `failed` counts the batches that fail (OpenAI's status
+    `failed`, Anthropic's with every request errored), when they are created. `tokens` sums
+    the usage of the succeeded lines, apart from the live routes' `tokens`.
+    """
+
+    __slots__ = (
+        "canceled",
+        "completion_tokens",
+        "created",
+        "errored",
+        "expired",
+        "failed",
+        "lines",
+        "prompt_tokens",
+        "succeeded",
+    )
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Zero every counter."""
+        self.created = 0
+        self.lines = 0
+        self.succeeded = 0
+        self.errored = 0
+        self.expired = 0
+        self.canceled = 0
+        self.failed = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+
+    def used(self) -> bool:
+        """Whether anything was counted since the last reset."""
+        return any(getattr(self, name) for name in self.__slots__)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The counters as `GET /stats` shows them under `batches.<provider>`."""
+        return {
+            "created": self.created,
+            "lines": self.lines,
+            "succeeded": self.succeeded,
+            "errored": self.errored,
+            "expired": self.expired,
+            "canceled": self.canceled,
+            "failed": self.failed,
+            "tokens": {"prompt": self.prompt_tokens, "completion": self.completion_tokens},
         }
