@@ -145,6 +145,16 @@ async def test_stats_count_requests_statuses_tokens_and_reset() -> None:
         "tokens": {"prompt": 0, "completion": 0},
         "window_max_requests": 0,
         "window_max_tokens": 0,
+        "batches": {
+            name: {
+                **dict.fromkeys(
+                    ("created", "lines", "succeeded", "errored", "expired", "canceled", "failed"),
+                    0,
+                ),
+                "tokens": {"prompt": 0, "completion": 0},
+            }
+            for name in ("openai", "anthropic")
+        },
     }
 
 

@@ -219,7 +219,8 @@ async def test_batch_failures_are_drawn_per_seed_and_a_rate_of_one_fails_every_b
 
 async def test_stats_count_batches_and_lines_per_provider_and_a_reset_zeroes_them() -> None:
     app = provider(0)
-    assert "batches" not in app.stats()
+    zero = app.stats()["batches"]
+    assert zero["openai"]["created"] == zero["anthropic"]["lines"] == 0
     await outcomes(app, [1, 2, 3])
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://s") as c:
         made = await c.post(
@@ -242,7 +243,7 @@ async def test_stats_count_batches_and_lines_per_provider_and_a_reset_zeroes_the
     assert (anthropic_counts["created"], anthropic_counts["lines"]) == (1, 1)
     assert anthropic_counts["succeeded"] == 1
     assert served["requests"] == 0 and served["tokens"] == {"prompt": 0, "completion": 0}
-    assert "batches" not in after_reset
+    assert after_reset["batches"] == zero
 
 
 def test_bad_batch_settings_are_refused() -> None:

@@ -106,4 +106,5 @@ def test_stats_endpoint_answers_on_the_real_server(base_url: str) -> None:
         "tokens",
         "window_max_requests",
         "window_max_tokens",
+        "batches",
     }

@@ -143,18 +143,9 @@ class ChatModel(ABC):
         if not model:
             raise ConfigError(f"no model name for {base_url}: pass model= or set LLM_MODEL")
         self.model = model
-        if lane is not None and lane not in ("live", "flex", "batch"):
-            raise ConfigError(f"lane must be live, flex or batch, got {lane!r}")
-        if lane == "flex" and not self.flex:
-            raise ConfigError(
-                f"{type(self).__name__} has no flex lane (flex is OpenAI's service_tier): use "
-                "lane='live' or 'batch'"
-            )
-        self.lane: Lane | None = lane
-        """This model's lane (`lane=`), else LLM_LANE's."""
-        self._price_spec = price
+        self.lane: Lane | None = self._checked_lane(lane)  # None: LLM_LANE's
+        self._price_spec = price  # `price=`: ahead of LLM_PRICES_FILE and genai-prices'
         self.price = None if price is None else Price.of(price, model, lane or "live")
-        """This model's own price (`price=`), ahead of LLM_PRICES_FILE and genai-prices'."""
         self.base_url = _checked_base_url(base_url)
         self._own = Overrides.of(
             controller=controller, rate_limiter=rate_limiter, settings=settings
@@ -168,6 +159,17 @@ class ChatModel(ABC):
             "user-agent": f"asynceval/{__version__}",
             **headers,
         }
+
+    def _checked_lane(self, lane: Lane | None) -> Lane | None:
+        """`lane=` as given, refused when it is none of the lanes or one this API has not."""
+        if lane is not None and lane not in ("live", "flex", "batch"):
+            raise ConfigError(f"lane must be live, flex or batch, got {lane!r}")
+        if lane == "flex" and not self.flex:
+            raise ConfigError(
+                f"{type(self).__name__} has no flex lane (flex is OpenAI's service_tier): use "
+                "lane='live' or 'batch'"
+            )
+        return lane
 
     @property
     def settings(self) -> Settings:

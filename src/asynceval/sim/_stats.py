@@ -86,8 +86,8 @@ class Stats:
             counts.reset()
 
     def snapshot(self) -> dict[str, Any]:
-        """The `GET /stats` document (status codes as string keys, in ascending order); its
-        `batches` key only once a batch counter is not zero (see `BatchCounts`)."""
+        """The `GET /stats` document (status codes as string keys, in ascending order), with
+        the batch APIs' counters per provider under `batches` (see `BatchCounts`)."""
         document: dict[str, Any] = {
             "requests": self.requests,
             "statuses": {str(code): n for code, n in sorted(self.statuses.items())},
@@ -97,8 +97,7 @@ class Stats:
             "window_max_requests": self._arrivals.peak,
             "window_max_tokens": self._answered_tokens.peak,
         }
-        if any(counts.used() for counts in self.batches.values()):
-            document["batches"] = {name: c.snapshot() for name, c in self.batches.items()}
+        document["batches"] = {name: c.snapshot() for name, c in self.batches.items()}
         return document
 
 
@@ -144,10 +143,6 @@ class BatchCounts:
         self.failed = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
-
-    def used(self) -> bool:
-        """Whether anything was counted since the last reset."""
-        return any(getattr(self, name) for name in self.__slots__)
 
     def snapshot(self) -> dict[str, Any]:
         """The counters as `GET /stats` shows them under `batches.<provider>`."""
