@@ -299,13 +299,15 @@ def batch_completed(
     errored: int,
     expired: int,
     elapsed_s: float,
+    cost_usd: float | None = None,
 ) -> None:
     """A batch ended (`status`: completed, failed, expired, cancelled) and its results were
     collected: `succeeded` lines answered their calls, `errored` and `expired` ones went back to
-    their calls (sent again in a later batch while RETRY_MAX_ATTEMPTS allows)."""
+    their calls (sent again in a later batch while RETRY_MAX_ATTEMPTS allows). `cost_usd`: what
+    its succeeded lines cost at the batch price (null when none was priced)."""
     fields = {"batch_id": batch_id, "status": status, "succeeded": succeeded}
     counts = {"errored": errored, "expired": expired, "elapsed_s": round(elapsed_s, 6)}
-    _write("info", BATCH_COMPLETED, {**fields, **counts})
+    _write("info", BATCH_COMPLETED, {**fields, **counts, "cost_usd": cost_usd})
 
 
 def sdk_retries_stacked(*, sdk: str, max_retries: int | None, requests: int) -> None:

@@ -1,7 +1,9 @@
 """One run's spending as its event log shows it, for `logs check`: the sum of the `cost_usd` of
-its `released` events, against its budget (`run_finished`'s `budget_usd`, else `run_started`'s
-MAX_COST_USD) when it had one. Each cost is added as the decimal it was written as, so the sum
-is exact and a run that spent its budget to the last digit is not called over it."""
+its `released` events and of its `batch_completed` events (a provider batch's succeeded lines, at
+the batch price: they hold no slot, so no `released` says what they cost), against its budget
+(`run_finished`'s `budget_usd`, else `run_started`'s MAX_COST_USD) when it had one. Each cost is
+added as the decimal it was written as, so the sum is exact and a run that spent its budget to
+the last digit is not called over it."""
 
 from __future__ import annotations
 
@@ -27,6 +29,12 @@ class Spend:
         if cost is not None:
             self.spent = cost if self.spent is None else self.spent + cost
             self.unknown += bool(event.get("cost_unknown"))
+
+    def batch_completed(self, event: dict[str, Any]) -> None:
+        """A provider batch's answers: what its succeeded lines cost."""
+        cost = _exact(event.get("cost_usd"))
+        if cost is not None:
+            self.spent = cost if self.spent is None else self.spent + cost
 
     def finished(self, event: dict[str, Any]) -> None:
         """`run_finished`: the budget the run really had (`Benchmark.run(max_cost_usd=)`)."""

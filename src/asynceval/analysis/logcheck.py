@@ -1,5 +1,6 @@
 """Checking an event log: did the concurrency limit hold, was every 429 resolved, and did a
-run with a cost budget spend no more than it (the sum of its `released` events' `cost_usd`)?
+run with a cost budget spend no more than it (the sum of its `released` events' `cost_usd`, and
+its provider batches' `batch_completed` ones)?
 
 The check replays the log in order: +1 per `acquired`, -1 per `released`, per call_id, so the
 maximum is the true number of calls in flight (SC-002). An endpoint's adaptive limit
@@ -11,6 +12,11 @@ The verdict covers the calls that went through the funnel, the only ones with ev
 whose log holds `funnel_bypassed` (SDK clients sending around the funnel) is counted in
 `bypassed_clients`, and the verdict says it covers only the funnel's calls. Calls that were an
 SDK's own retries (their events carry `sdk_retry`) are counted in `sdk_retry_calls`.
+
+Calls of the batch lane (LLM_LANE=batch) went into provider batches (`batch_submitted` names
+each batch's call_ids): they held no slot (a batch's creation holds one, with its own call_id),
+so they are counted apart, in `batch_calls` (and `batches`), with the calls answered without a
+slot.
 """
 
 from __future__ import annotations
@@ -50,6 +56,8 @@ class LogCheck:
     lowest_endpoint_limit: int | None = None
     cache_hits: int = 0  # calls answered from the model-call cache: they held no slot
     journal_hits: int = 0  # calls of a resumed run answered from its call journal: no slot
+    batch_calls: int = 0  # calls sent in provider batches (batch lane): no slot of their own
+    batches: int = 0  # provider batches created (batch_submitted)
     bypassed_clients: int = 0  # SDK clients seen sending around the funnel (funnel_bypassed)
     sdk_retry_calls: int = 0  # calls that were an SDK's own retry of a call the funnel retried
     cost_usd: float | None = None  # the sum of the released events' cost_usd (None: no cost)
@@ -63,8 +71,9 @@ class LogCheck:
 
     @property
     def answered_without_slot(self) -> int:
-        """Calls answered from the cache or the journal: they took no slot, sent nothing."""
-        return self.cache_hits + self.journal_hits
+        """Calls answered from the cache or the journal (they took no slot, sent nothing) or
+        sent in provider batches (no slot of their own)."""
+        return self.cache_hits + self.journal_hits + self.batch_calls
 
     @property
     def cannot_check(self) -> str | None:
@@ -187,6 +196,7 @@ class _Replay:
         self.task_of: dict[str, tuple[Any, Any]] = {}  # call_id -> (task_id, repeat_idx)
         self.calls: set[str] = set()
         self.sdk_retries: set[str] = set()  # calls that were an SDK's own retry
+        self.batch_calls: set[str] = set()  # calls sent in provider batches
         self.bypassed = 0  # SDK clients the run's funnel_bypassed counted
         self.adaptive_held = True  # every adaptive limit stayed within the run's cap
         self.waits = waits
@@ -218,6 +228,13 @@ class _Replay:
             check.cache_hits += 1
         elif name == "journal_hit":
             check.journal_hits += 1
+        elif name == "batch_submitted":
+            check.batches += 1
+            ids = event.get("call_ids")
+            if isinstance(ids, list):
+                self.batch_calls.update(str(i) for i in ids if i)
+        elif name == "batch_completed":
+            self.spend.batch_completed(event)
         elif name == "limit_changed":
             self._limit_changed(event)
         elif name == "funnel_bypassed":
@@ -284,6 +301,7 @@ class _Replay:
         check.budget_held = self.spend.held
         check.bypassed_clients += self.bypassed
         check.sdk_retry_calls += len(self.sdk_retries)
+        check.batch_calls += len(self.batch_calls)
         check.unresolved_429 += [c for c, state in self.after_429.items() if state == "pending"]
         check.calls += len(self.calls)
         check.max_in_flight = max(check.max_in_flight, self.max_in_flight)
@@ -360,6 +378,8 @@ def combine(replays: Iterable[RunReplay], limit: int | None = None) -> LogCheck:
         total.timeouts += check.timeouts
         total.cache_hits += check.cache_hits
         total.journal_hits += check.journal_hits
+        total.batch_calls += check.batch_calls
+        total.batches += check.batches
         total.bypassed_clients += check.bypassed_clients
         total.sdk_retry_calls += check.sdk_retry_calls
         if check.cost_usd is not None:  # each run's exact sum, added as it was written

@@ -14,10 +14,17 @@ HTTP to a provider. The funnel imports layers 1-4 (config, errors, the kernel, e
 runtime); `llm`, `interop` and the layers above them import it, and only through this package:
 its modules are private. Not a public API: users reach the funnel through models, `http_client()`
 and `track_usage`; the engine binds a run's `CallJournal` with `journal_scope`.
+
+The batch lane (LLM_LANE=batch, DESIGN section 16): a route whose lane is batch sends its
+batchable calls into provider batches through its runtime's `BatchLane` (`BatchLane.of(runtime)`:
+`keep_batches`, `aclose()`), journaled as `BatchJournal` says (`FileBatchJournal`: `batches.jsonl`
+beside the run's call journal).
 """
 
 from typing import TYPE_CHECKING, Any
 
+from ._batch_journal import NO_BATCH_JOURNAL, BatchJournal, FileBatchJournal
+from ._batch_lane import BatchLane
 from ._call import call_of
 from ._gateway import MAX_REQUEUES, UNSET, Gateway, Overrides
 from ._held import reclaiming_leases
@@ -31,9 +38,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_REQUEUES",
+    "NO_BATCH_JOURNAL",
     "SIM_BASE_URL",
     "UNSET",
+    "BatchJournal",
+    "BatchLane",
     "CallJournal",
+    "FileBatchJournal",
     "Gateway",
     "Overrides",
     "Reply",

@@ -75,6 +75,11 @@ async def exchange(route: Route, request: httpx.Request, agent: str | None) -> h
 
 
 async def _call(route: Route, request: httpx.Request, agent: str | None) -> httpx.Response:
+    if route.batches is not None:  # issue 29: the batch lane, if a batch API serves it
+        batched = route.batches.send(route, request, agent)
+        if batched is not None:
+            response: httpx.Response = await batched
+            return response
     gateway = route.gateway
     timeout = gateway.stream_idle_timeout
     own = caller_timeout(request)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ProviderError
 from ..runtime import CachedAnswer, EndpointKey, Price, Runtime
+from ._batch_lane import BatchLane, batch_lane
 from ._cache import CacheUse
 from ._costing import Costing, Pricing
 from ._gateway import Gateway, Overrides
@@ -105,6 +106,7 @@ class Route:
         "_sim_path",
         "_transport",
         "_url",
+        "batches",
         "cache",
         "gateway",
         "key",
@@ -152,6 +154,8 @@ class Route:
         self._cache_url = self.cache_url(url)
         controller = self.gateway.controller
         self.key = EndpointKey(origin, name, id(controller), controller.limit)
+        # Issue 29, the batch lane: its calls go into provider batches (`_batch_lane`).
+        self.batches: BatchLane | None = batch_lane(runtime, self.lane)
 
     def cache_url(self, url: str) -> str:
         """The URL the model-call cache files an answer to `url` under: `url`, and for the
@@ -205,6 +209,12 @@ class Route:
         agent: str | None,
         dimension: str | None,
     ) -> Awaitable[T]:
+        if self.batches is not None:  # issue 29: the batch lane, if a batch API serves it
+            batched = self.batches.post(
+                self, self._url, self._headers, content, body, read, usage_of, agent, dimension
+            )
+            if batched is not None:
+                return batched
         estimated = estimated_tokens(content, body)
         costing = self.pricing.costing(content, body)
         sim = self._sim
