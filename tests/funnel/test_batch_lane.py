@@ -305,7 +305,8 @@ async def test_a_call_cancelled_before_its_batch_goes_is_dropped() -> None:
 
 async def test_batches_are_journaled_before_they_are_created(tmp_path: Path) -> None:
     """A run with a results file: `batches.jsonl` beside its `journal.sqlite` holds each
-    batch's intent (its call ids) before the id the provider gave it, then its end."""
+    batch's intent (its call ids) before the id the provider gave it, then its end; OpenAI's
+    batch carries its key in its metadata."""
     sim = SimProvider()
     settings = lane_settings(llm_batch_size=4)
     await run(Turns(openai_model(sim)), settings, 10, results_path=tmp_path / "results.jsonl")
@@ -319,6 +320,10 @@ async def test_batches_are_journaled_before_they_are_created(tmp_path: Path) -> 
         assert record["batch_id"] in ended
     assert sorted(len(r["custom_ids"]) for r in intents.values()) == [2, 4, 4]
     assert all(r["provider"] == "openai" and r["endpoint"] == BASE for r in intents.values())
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=sim)) as client:
+        for record in created:  # the provider's batch names its key: a resume can find it
+            batch = (await client.get(f"{BASE}/batches/{record['batch_id']}")).json()
+            assert batch["metadata"] == {"asynceval_batch_key": record["batch_key"]}
 
 
 async def test_events_say_what_each_batch_held_cost_and_did(event_log: EventLog) -> None:

@@ -75,6 +75,7 @@ class FakeOpenAI:
             created = json.loads(request.content)
             assert created["endpoint"] == "/v1/chat/completions"
             assert created["completion_window"] == "24h"
+            assert len(created["metadata"]["asynceval_batch_key"]) == 32  # the journal's key
             lines = json.loads(self.files[created["input_file_id"]])
             self.batches.append(lines)
             return httpx.Response(200, json=self._batch(len(self.batches) - 1, "validating"))

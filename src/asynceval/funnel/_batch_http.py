@@ -39,13 +39,13 @@ class BatchHttp:
         self.wire = wire
         self.headers = headers
 
-    async def create(self, lines: list[bytes]) -> dict[str, Any]:
-        """Create a batch of `lines`: the provider's batch object (with its id); raises
-        `LLMCallFailed` when the gateway gives up."""
+    async def create(self, lines: list[bytes], key: str) -> dict[str, Any]:
+        """Create the batch `key` (as journaled) of `lines`: the provider's batch object (with
+        its id); raises `LLMCallFailed` when the gateway gives up."""
         from ._send import send
 
         route = self.route
-        memo: dict[str, str] = {}  # OpenAI's uploaded file, kept for a retry of the creation
+        memo = {"batch_key": key}  # and OpenAI's uploaded file, kept for a retry of the creation
         entry = await route.pools.enter(route.key, route.open_client)
         try:
 

@@ -34,6 +34,9 @@ _MARGIN = 0.98
 """The share of a provider's byte cap a batch fills: its framing (the JSON around the lines)
 needs the rest."""
 
+METADATA_KEY = "asynceval_batch_key"
+"""An OpenAI batch's metadata key holding its key in the run's batch journal."""
+
 _ERROR_STATUS = {
     "invalid_request_error": 400,
     "authentication_error": 401,
@@ -124,8 +127,9 @@ class BatchWire:
     async def create(
         self, post: Post, headers: dict[str, str], lines: list[bytes], memo: dict[str, str]
     ) -> dict[str, Any]:
-        """Create the batch of `lines` and return the provider's batch object. `memo` keeps
-        what an attempt made (an uploaded file) for the next attempt."""
+        """Create the batch of `lines` and return the provider's batch object. `memo` holds the
+        batch's key (`batch_key`, journaled before) and keeps what an attempt made (an uploaded
+        file) for the next attempt."""
         raise NotImplementedError
 
     def look(self, batch_id: str, headers: dict[str, str]) -> httpx.Request:
@@ -190,7 +194,13 @@ class OpenAIBatches(BatchWire):
                 data={"purpose": "batch"},
             )
             memo["file_id"] = file_id = str((await post(upload))["id"])
-        body = {"input_file_id": file_id, "endpoint": self.endpoint, "completion_window": "24h"}
+        body: dict[str, Any] = {
+            "input_file_id": file_id,
+            "endpoint": self.endpoint,
+            "completion_window": "24h",
+        }
+        if "batch_key" in memo:  # a resumed run finds a batch whose id it never heard this way
+            body["metadata"] = {METADATA_KEY: memo["batch_key"]}
         return await post(self._request("POST", "batches", headers, json=body))
 
     def look(self, batch_id: str, headers: dict[str, str]) -> httpx.Request:

@@ -236,7 +236,7 @@ class Batcher:
             return False
         self.lane.submitting += 1
         try:
-            created = await self.http.create([line.data for line in lines])
+            created = await self.http.create([line.data for line in lines], batch.key)
         except LLMCallFailed as exc:
             cause = exc.__cause__
             body = cause.body if isinstance(cause, ProviderError) else None
