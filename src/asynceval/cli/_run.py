@@ -30,6 +30,7 @@ from ..engine import AdaptiveRepeats, Benchmark
 from ..engine.backend import Backend
 from ..engine.run_paths import journal_path, new_run_id
 from ..errors import BackendLost, ConfigError, TaskSpecError
+from ..funnel import BatchLane
 from ..runtime import Runtime, set_process_default
 from . import _manifest
 from ._errors import CLIError
@@ -137,6 +138,9 @@ def run_command(args: argparse.Namespace) -> int:
     assert runtime is not None
     _check_cache(runtime)
     check_prices(runtime)
+    # Batches left open when the run stops are cancelled at the provider, unless kept for
+    # a resume to collect (--keep-batches).
+    BatchLane.of(runtime).keep_batches = bool(args.keep_batches)
     run_id = new_run_id()
     out = output_dir(args, run_id)  # only once everything else is known to be right
     with contextlib.ExitStack() as holding:
