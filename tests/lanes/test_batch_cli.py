@@ -33,9 +33,10 @@ def _interrupt_once_submitted(out: Path, base_url: str, *options: str) -> int:
         "LLM_BATCH_LINGER": "0.1",
         "LLM_BATCH_POLL": "0.1",
     }
+    example = str(ROOT / "examples" / "arithmetic.py")
+    command = [sys.executable, "-m", "asynceval", "run", example, "--out", str(out)]
     run = subprocess.Popen(
-        [sys.executable, "-m", "asynceval", "run", str(ROOT / "examples" / "arithmetic.py")]
-        + ["--out", str(out), "--quiet", "--lane", "batch", *options],
+        [*command, "--quiet", "--lane", "batch", *options],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
