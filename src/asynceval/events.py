@@ -92,6 +92,7 @@ FUNNEL_BYPASSED = "funnel_bypassed"
 BATCH_SUBMITTED = "batch_submitted"
 BATCH_PROGRESS = "batch_progress"
 BATCH_COMPLETED = "batch_completed"
+BATCH_REATTACHED = "batch_reattached"
 
 
 # The three events of every call are one dict literal each: they are written per call.
@@ -308,6 +309,27 @@ def batch_completed(
     fields = {"batch_id": batch_id, "status": status, "succeeded": succeeded}
     counts = {"errored": errored, "expired": expired, "elapsed_s": round(elapsed_s, 6)}
     _write("info", BATCH_COMPLETED, {**fields, **counts, "cost_usd": cost_usd})
+
+
+def batch_reattached(
+    *,
+    provider: str,
+    endpoint: str,
+    batch_key: str,
+    batch_id: str | None,
+    requests: int,
+    found: str,
+) -> None:
+    """A resumed run (`--resume`) took over a batch an earlier segment left open: its
+    `requests` lines are collected, not sent again, and each answers the resumed call with the
+    same call-journal key. `found`: "journal" (its id was journaled), "metadata" (killed before
+    its id was: found in the provider's list by `asynceval_batch_key`), or "not_found" (no
+    batch at the provider holds it, or the provider cannot be asked: Anthropic; a WARNING, its
+    lines are sent again)."""
+    fields = {"provider": provider, "endpoint": endpoint, "batch_key": batch_key}
+    level = "warning" if found == "not_found" else "info"
+    counts = {"batch_id": batch_id, "requests": requests, "found": found}
+    _write(level, BATCH_REATTACHED, {**fields, **counts})
 
 
 def sdk_retries_stacked(*, sdk: str, max_retries: int | None, requests: int) -> None:

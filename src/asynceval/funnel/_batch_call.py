@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     from ._batch_wire import LineResult
     from ._batcher import Batcher
+    from ._cache import CacheUse
     from ._costing import Costing
     from ._replies import Reply
     from ._route import Route
@@ -85,12 +86,21 @@ async def post_in_batches(
     read: Callable[[Reply], T],
     agent: str | None,
     dimension: str | None,
+    use: CacheUse | None = None,
 ) -> T:
     """A model's call (`Route.post`) in the batch lane: what `read` makes of its answer;
-    `LLMCallFailed` when it fails for good."""
+    `LLMCallFailed` when it fails for good. `use`: its place in the call journal (its line is
+    journaled with that key, and a resumed run matches it by it)."""
     costing = route.pricing.costing(content, body)
     return await _in_batches(
-        batcher, content, costing, agent, dimension, lambda result: read(_reply(result)), None
+        batcher,
+        content,
+        costing,
+        agent,
+        dimension,
+        lambda result: read(_reply(result)),
+        None,
+        use,
     )
 
 
@@ -100,6 +110,7 @@ async def send_in_batches(
     request: httpx.Request,
     body: dict[str, Any],
     agent: str | None,
+    use: CacheUse | None = None,
 ) -> httpx.Response:
     """A transport's request (`Route.send`) in the batch lane: the line's answer as an
     `httpx.Response`; once the funnel gives up, the last error answer (the SDK raises its own
@@ -115,7 +126,7 @@ async def send_in_batches(
         return response
 
     try:
-        return await _in_batches(batcher, request.content, costing, agent, None, accept, last)
+        return await _in_batches(batcher, request.content, costing, agent, None, accept, last, use)
     except LLMCallFailed as exc:
         result = last[-1] if last else None
         if result is not None and result.status_code is not None and not result.succeeded:
@@ -140,11 +151,14 @@ async def _in_batches(
     dimension: str | None,
     accept: Callable[[LineResult], T],
     last: list[LineResult] | None,
+    use: CacheUse | None,
 ) -> T:
     """The call (see the module): `accept` makes the caller's result of a succeeded line
     (raising `ProviderError` for one it cannot read)."""
     call = Call(*caller(agent, dimension), call_id(), time.monotonic(), current_usage(), costing)
-    line = BatchLine(call.call_id, batcher.wire.line(call.call_id, content), costing, call.usage)
+    data = batcher.wire.line(call.call_id, content)
+    key, url = (None, "") if use is None or use.journal is None else (use.key, use.url)
+    line = BatchLine(call.call_id, data, costing, call.usage, key, url)
     try:
         while True:
             try:

@@ -2,12 +2,17 @@
 
 A batch is billed once the provider has it, and its answers can be collected for 24 hours or
 more, so a run killed with batches open must find them again: the batcher tells the journal a
-batch's intent (its key, provider, endpoint and the custom_ids of its lines) BEFORE it asks the
-provider to create it, the batch's id as soon as the provider returns it, and when it is done
-with it (its answers collected, or the batch cancelled). A run resumed on the same directory
-can then re-attach to every batch whose intent has an id and no end, and knows which intents
-may have become batches it never heard of (an intent with no id: look the provider's list of
-batches up for one holding those custom_ids before sending the lines again).
+batch's intent (its key, provider, endpoint, the custom_ids of its lines and each line's key in
+the call journal with its URL) BEFORE it asks the provider to create it, the batch's id as soon
+as the provider returns it, and when it is done with it (its answers collected and kept in the
+call journal, or the batch cancelled). A run resumed on the same directory can then re-attach
+to every batch whose intent has an id and no end, and knows which intents may have become
+batches it never heard of (an intent with no id: an OpenAI batch is looked up by the key in its
+metadata before its lines are sent again). A resumed call gets
+a new call id, so a line is matched to it by its call-journal key (`CacheUse.key`: the request,
+its repetition and how many identical requests that repetition made before it); see
+`asynceval.funnel._batch_resume`. `FileBatchJournal.claim` hands the batches an earlier segment
+left open (read when the journal is first used) to the batcher of their endpoint.
 
 `FileBatchJournal` appends one JSON object per record to `batches.jsonl` beside the run's call
 journal (`journal.sqlite`), each flushed and fsynced before the batcher goes on. Without a call
@@ -20,7 +25,8 @@ import json
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -30,14 +36,34 @@ FILE_NAME = "batches.jsonl"
 """The batch journal's file in a run directory (beside `journal.sqlite`)."""
 
 
+@dataclass
+class OpenBatch:
+    """A batch an earlier segment of the run left open: its intent, with the provider's id if
+    it was journaled (else None: killed between the intent and the id), and its lines by
+    custom_id: (call-journal key as hex, URL)."""
+
+    batch_key: str
+    provider: str
+    endpoint: str
+    batch_id: str | None
+    time: float
+    lines: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+
 class BatchJournal(Protocol):
     """Where the batcher records a run's batches (see the module). Sync, called off the event
     loop; each record must be on disk when the call returns."""
 
     def intent(
-        self, batch_key: str, provider: str, endpoint: str, custom_ids: Sequence[str]
+        self,
+        batch_key: str,
+        provider: str,
+        endpoint: str,
+        custom_ids: Sequence[str],
+        keys: Mapping[str, tuple[str, str]] | None = None,
     ) -> None:
-        """A batch of these lines is about to be created (nothing was sent yet)."""
+        """A batch of these lines is about to be created (nothing was sent yet); `keys`: each
+        line's call-journal key (hex) and URL by custom_id (lines without one left out)."""
 
     def created(self, batch_key: str, batch_id: str) -> None:
         """The provider created the batch `batch_key` as `batch_id`."""
@@ -45,12 +71,21 @@ class BatchJournal(Protocol):
     def ended(self, batch_id: str) -> None:
         """The run is done with `batch_id`: its answers were collected, or it was cancelled."""
 
+    def claim(self, provider: str, endpoint: str) -> list[OpenBatch]:
+        """The batches an earlier segment left open at this provider's API base `endpoint`
+        (each handed out once)."""
+
 
 class NoBatchJournal:
     """A batch journal that keeps nothing (no run directory)."""
 
     def intent(
-        self, batch_key: str, provider: str, endpoint: str, custom_ids: Sequence[str]
+        self,
+        batch_key: str,
+        provider: str,
+        endpoint: str,
+        custom_ids: Sequence[str],
+        keys: Mapping[str, tuple[str, str]] | None = None,
     ) -> None:
         pass
 
@@ -59,6 +94,9 @@ class NoBatchJournal:
 
     def ended(self, batch_id: str) -> None:
         pass
+
+    def claim(self, provider: str, endpoint: str) -> list[OpenBatch]:
+        return []
 
     def __repr__(self) -> str:
         return "NO_BATCH_JOURNAL"
@@ -69,17 +107,24 @@ NO_BATCH_JOURNAL = NoBatchJournal()
 
 class FileBatchJournal:
     """`batches.jsonl` at `path`: one JSON line per record (`{"record": "intent" | "created" |
-    "ended", "time": ..., ...}`), appended, flushed and fsynced; safe from any thread."""
+    "ended", "time": ..., ...}`), appended, flushed and fsynced; safe from any thread. The
+    batches left open by earlier segments are read when it is made (`claim` hands them out)."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
+        self._open = open_batches(self.records())
 
     def __repr__(self) -> str:
         return f"FileBatchJournal({str(self.path)!r})"
 
     def intent(
-        self, batch_key: str, provider: str, endpoint: str, custom_ids: Sequence[str]
+        self,
+        batch_key: str,
+        provider: str,
+        endpoint: str,
+        custom_ids: Sequence[str],
+        keys: Mapping[str, tuple[str, str]] | None = None,
     ) -> None:
         self._append(
             {
@@ -88,6 +133,7 @@ class FileBatchJournal:
                 "provider": provider,
                 "endpoint": endpoint,
                 "custom_ids": list(custom_ids),
+                "keys": {cid: list(pair) for cid, pair in (keys or {}).items()},
             }
         )
 
@@ -96,6 +142,12 @@ class FileBatchJournal:
 
     def ended(self, batch_id: str) -> None:
         self._append({"record": "ended", "batch_id": batch_id})
+
+    def claim(self, provider: str, endpoint: str) -> list[OpenBatch]:
+        with self._lock:
+            mine = [b for b in self._open if (b.provider, b.endpoint) == (provider, endpoint)]
+            self._open = [b for b in self._open if b not in mine]
+        return mine
 
     def records(self) -> list[dict[str, object]]:
         """Every record, in order (a line cut short by a kill is skipped)."""
@@ -124,6 +176,37 @@ class FileBatchJournal:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+
+
+def open_batches(records: Sequence[Mapping[str, object]]) -> list[OpenBatch]:
+    """The batches `records` leave open: an intent with no `ended` for its id (with or without
+    an id), whose lines have call-journal keys (an intent without them cannot be matched to a
+    resumed call: left alone)."""
+    found: dict[str, OpenBatch] = {}
+    ended: set[str] = set()
+    for record in records:
+        kind, key = record.get("record"), str(record.get("batch_key"))
+        if kind == "intent":
+            keys = record.get("keys")
+            lines = {
+                str(cid): (str(pair[0]), str(pair[1]))
+                for cid, pair in (keys.items() if isinstance(keys, dict) else ())
+                if isinstance(pair, list) and len(pair) == 2
+            }
+            moment = record.get("time")
+            found[key] = OpenBatch(
+                key,
+                str(record.get("provider")),
+                str(record.get("endpoint")),
+                None,
+                float(moment) if isinstance(moment, int | float) else 0.0,
+                lines,
+            )
+        elif kind == "created" and key in found:
+            found[key].batch_id = str(record.get("batch_id"))
+        elif kind == "ended":
+            ended.add(str(record.get("batch_id")))
+    return [b for b in found.values() if b.lines and b.batch_id not in ended]
 
 
 def batch_journal_path(journal: CallJournal) -> Path:

@@ -26,6 +26,7 @@ from ._batch_call import batch_headers, post_in_batches, send_in_batches
 from ._batch_journal import NO_BATCH_JOURNAL, BatchJournal, FileBatchJournal, batch_journal_path
 from ._batch_wire import BatchWire, wire_for
 from ._batcher import Batcher
+from ._cache import take_cache_use
 from ._journal import current_journal
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ class BatchLane:
         self._batchers: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, dict[tuple[Any, ...], Batcher]
         ] = weakref.WeakKeyDictionary()
-        self._journals: dict[Path, FileBatchJournal] = {}
+        self._journals: dict[tuple[Path, str], FileBatchJournal] = {}
         self._wires: dict[tuple[str, str], BatchWire | None] = {}
         self._lock = threading.Lock()
 
@@ -116,10 +117,11 @@ class BatchLane:
         if calls is None:
             return NO_BATCH_JOURNAL
         path = batch_journal_path(calls)
+        key = (path, calls.segment)  # a resumed segment reads what the earlier ones left open
         with self._lock:
-            journal = self._journals.get(path)
+            journal = self._journals.get(key)
             if journal is None:
-                journal = self._journals[path] = FileBatchJournal(path)
+                journal = self._journals[key] = FileBatchJournal(path)
         return journal
 
     def batchers(self) -> list[Batcher]:
@@ -152,6 +154,7 @@ class BatchLane:
         API serves its URL, or it streams)."""
         import httpx
 
+        use = take_cache_use()  # its place in the call journal, taken whatever goes on
         endpoint = route.gateway.endpoint
         if endpoint is None or body.get("stream"):
             return None
@@ -159,7 +162,7 @@ class BatchLane:
         if wire is None:
             return None
         batcher = self.batcher(route, wire, batch_headers(headers.items()))
-        return post_in_batches(batcher, route, content, body, read, agent, dimension)
+        return post_in_batches(batcher, route, content, body, read, agent, dimension, use)
 
     def send(
         self, route: Route, request: httpx.Request, agent: str | None
@@ -168,6 +171,7 @@ class BatchLane:
         None: it goes live (not an inference POST a batch API serves, or it streams)."""
         import json
 
+        use = take_cache_use()  # its place in the call journal, taken whatever goes on
         endpoint = route.gateway.endpoint
         if request.method != "POST" or endpoint is None:
             return None
@@ -183,7 +187,7 @@ class BatchLane:
         if not isinstance(body, dict) or body.get("stream") or body.get("background"):
             return None
         batcher = self.batcher(route, wire, batch_headers(request.headers.multi_items()))
-        return send_in_batches(batcher, route, request, body, agent)
+        return send_in_batches(batcher, route, request, body, agent, use)
 
     def __repr__(self) -> str:
         return f"BatchLane(keep_batches={self.keep_batches}, batchers={len(self.batchers())})"

@@ -45,10 +45,12 @@ class BatchLine:
         "custom_id",
         "data",
         "done",
+        "key",
         "queued_at",
         "result",
         "state",
         "tokens",
+        "url",
     )
 
     def __init__(
@@ -57,8 +59,12 @@ class BatchLine:
         data: bytes,
         costing: Costing | None,
         counter: UsageCounter | None,
+        key: str | None = None,
+        url: str = "",
     ) -> None:
         self.custom_id = custom_id
+        self.key = key  # its call-journal key (hex; None: no journal), matched on resume
+        self.url = url  # the URL its journal entry is kept under
         self.data = data  # the request as its batch carries it
         self.costing = costing
         self.counter = counter  # its repetition's usage
@@ -160,7 +166,8 @@ class Batch:
     """One batch: its lines, its key (journaled before it exists), then the provider's id."""
 
     __slots__ = (
-        "cost", "done", "id", "key", "last", "lines", "live", "orphaned", "reported", "started",
+        "cost", "done", "found", "id", "key", "last", "lines", "live", "orphaned", "reported",
+        "started",
     )  # fmt: skip
 
     def __init__(self, lines: list[BatchLine]) -> None:
@@ -174,3 +181,4 @@ class Batch:
         self.done = False  # its answers were collected (or it failed)
         self.reported = False  # its `batch_completed` was written
         self.cost: Decimal | None = None
+        self.found: dict[str, LineResult] = {}  # its answers by custom_id, once collected

@@ -32,6 +32,11 @@ run's calls, so its open batches are cancelled), unless the lane keeps batches
 `BatchJournal` before it is created, as soon as it has an id, and when it is done with.
 Events: `batch_submitted`, `batch_progress` (each look that shows a change), `batch_completed`
 (with the cost of its succeeded lines at the lane's price).
+
+Resume: each line is journaled with its call-journal key, its batch's succeeded answers are
+kept in the call journal before the batch is journaled `ended`, and a batcher made in a resumed
+run takes over the batches earlier segments left open at its endpoint
+(`asynceval.funnel._batch_resume`): a call whose key is in one waits for its answer.
 """
 
 from __future__ import annotations
@@ -52,7 +57,9 @@ from .. import events
 from ..errors import LLMCallFailed, ProviderError
 from ._batch_http import BatchHttp, batcher_context
 from ._batch_line import Batch, BatchLine, State
+from ._batch_resume import BatchResume, batch_keys, keep_answers
 from ._batch_wire import BatchWire, Kind, LineResult
+from ._journal import current_journal
 
 if TYPE_CHECKING:
     from ._batch_journal import BatchJournal
@@ -84,6 +91,7 @@ class Batcher:
         self.route = route  # its pool, gateway (slot, retries) and simulator: the first caller's
         self.headers = headers  # who asks (credentials, API version): every request of a batch
         self.journal = journal
+        self.calls = current_journal()  # the run's call journal: collected answers go there
         self.http = BatchHttp(route, wire, headers)
         self.size = max(1, min(settings.llm_batch_size, wire.max_requests))
         self.linger = settings.llm_batch_linger
@@ -101,18 +109,17 @@ class Batcher:
         self._stopped.set()
         self.batches = 0  # created so far
         self.lines = 0  # lines sent so far
+        self.resume = BatchResume(self, journal.claim(wire.provider, wire.base))
 
     @property
     def running(self) -> bool:
         return self._driver is not None
 
     async def request(self, line: BatchLine) -> LineResult:
-        """Queue `line` and wait for its answer; a cancelled caller leaves (see the module)."""
-        now = time.monotonic()
-        line.state = State.PENDING
-        line.queued_at = self._last_join = now
-        self._pending[line.custom_id] = line
-        self._pending_bytes += len(line.data) + 1
+        """Queue `line` (unless a batch taken over holds it) and wait for its answer; a
+        cancelled caller leaves (see the module)."""
+        if not self.resume.attach(line):
+            self.enqueue(line)
         self._start()
         self._changed.set()
         try:
@@ -122,6 +129,17 @@ class Batcher:
             raise
         assert line.result is not None
         return line.result
+
+    def enqueue(self, line: BatchLine) -> None:
+        """Put `line` in the queue for the next batch."""
+        line.state = State.PENDING
+        line.queued_at = self._last_join = time.monotonic()
+        self._pending[line.custom_id] = line
+        self._pending_bytes += len(line.data) + 1
+        self._changed.set()
+
+    def wake(self) -> None:
+        self._changed.set()
 
     def withdraw(self, line: BatchLine) -> None:
         """`line`'s call stopped waiting."""
@@ -150,20 +168,25 @@ class Batcher:
 
     async def _drive(self) -> None:
         why = "the batch lane stopped (its event loop is ending)"
-        try:
-            async with anyio.create_task_group() as tg:
-                while self._pending or self._open:
-                    wait = self._due() if self._pending else math.inf
-                    if wait <= 0:
-                        tg.start_soon(self._run, self._take())
-                        continue
-                    self._changed = anyio.Event()
-                    with anyio.move_on_after(wait):
-                        await self._changed.wait()
+        try:  # a line queued while the task group ends starts it again (no await between)
+            while self._pending or self._open or self.resume.active:
+                async with anyio.create_task_group() as tg:
+                    if self.resume.active and not self.resume.started:
+                        self.resume.started = True
+                        tg.start_soon(self.resume.run)
+                    while self._pending or self._open or self.resume.active:
+                        wait = self._due() if self._pending else math.inf
+                        if wait <= 0:
+                            tg.start_soon(self._run, self._take())
+                            continue
+                        self._changed = anyio.Event()
+                        with anyio.move_on_after(wait):
+                            await self._changed.wait()
         except Exception as exc:  # a bug of ours: no call may wait for ever, each is told
             why = f"the batch lane failed: {exc!r}"
         finally:
             self._driver = None
+            self.resume.lost(why)
             for line in self._pending.values():
                 line.lost(why)
             self._pending.clear()
@@ -229,7 +252,7 @@ class Batcher:
         wire = self.wire
         try:
             await anyio.to_thread.run_sync(
-                self.journal.intent, batch.key, wire.provider, wire.base, ids
+                self.journal.intent, batch.key, wire.provider, wire.base, ids, batch_keys(batch)
             )
         except OSError as exc:  # not journaled, not sent: a kill could lose what it bills
             self._fail(batch, None, None, f"the batch journal could not be written: {exc}")
@@ -312,6 +335,7 @@ class Batcher:
             if cost is not None:
                 batch.cost = cost if batch.cost is None else batch.cost + cost
         batch.done = True
+        batch.found = found
         self._completed(batch, status, **counts)
 
     def _completed(
@@ -358,6 +382,7 @@ class Batcher:
                     except ProviderError:
                         pass  # it ended meanwhile, or the provider is gone: it stays journaled
             if batch.id is not None and batch.done:
+                await keep_answers(self.calls, batch_keys(batch), batch.found)
                 await self._journaled(self.journal.ended, batch.id)
         finally:
             for line in self._unanswered(batch):

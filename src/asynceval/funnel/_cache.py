@@ -24,12 +24,25 @@ import functools
 import hashlib
 import urllib.parse
 from collections.abc import Iterable
+from contextvars import ContextVar
 
 from .. import events
 from ..runtime import CachedAnswer, CallCache
 from ._call import call_id, caller
 from ._journal import CallJournal
 from ._usage import Usage, current_usage
+
+_pending: ContextVar[CacheUse | None] = ContextVar("asynceval_cache_use", default=None)
+
+
+def take_cache_use() -> CacheUse | None:
+    """The `CacheUse` of the call this code makes now (made just before it, in this context, and
+    not answered from the store), taken once: the batch lane journals a line by its key."""
+    use = _pending.get()
+    if use is not None:
+        _pending.set(None)
+    return use
+
 
 _CREDENTIALS = frozenset({"key", "api_key", "api-key", "apikey", "access_token", "token"})
 
@@ -79,6 +92,7 @@ class CacheUse:
         scope = (events.context_value("task_id"), events.context_value("repeat_idx"), occurrence)
         self.key = CallCache.scoped(request, scope)
         self.raw_key = bytes.fromhex(self.key)
+        _pending.set(self)  # for the batch lane (`take_cache_use`), unless it is a hit
 
     async def lookup(self) -> CachedAnswer | None:
         """The journal's answer from an earlier segment, else the cache's, else None."""
@@ -108,6 +122,8 @@ class CacheUse:
         """Count a call answered from the journal or the cache (reporting `usage`) and write its
         event; a cache hit's `answer` goes to the journal too."""
         replayed = self.source == "journal"
+        if _pending.get() is self:
+            _pending.set(None)
         counter = current_usage()
         if counter is not None:
             counter.llm_calls += 1
