@@ -157,7 +157,7 @@ def _drop_created(out: Path, *, forget_key: bool = False) -> str:
     (intent,) = [r for r in records if r["record"] == "intent"]
     if forget_key:
         intent["batch_key"] = "0" * 32
-    path.write_text("".join(json.dumps(intent) + "\n" for _ in [0]))
+    path.write_text(json.dumps(intent) + "\n")
     return str(intent["batch_key"])
 
 

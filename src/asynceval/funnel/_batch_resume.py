@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -117,7 +118,7 @@ class BatchResume:
                 self._release(key)  # never created (or not to be found): sent again
             return
         if how == "metadata":
-            await _journaled(batcher.journal.created, batch.batch_key, batch.batch_id)
+            await journaled(batcher.journal.created, batch.batch_key, batch.batch_id)
         try:
             found = await self._follow(batch.batch_id, list(batch.lines))
         except ProviderError as exc:  # refused for good (the batch is gone): sent again
@@ -133,7 +134,7 @@ class BatchResume:
             )
             return
         await keep_answers(batcher.calls, batch.lines, found)
-        await _journaled(batcher.journal.ended, batch.batch_id)
+        await journaled(batcher.journal.ended, batch.batch_id)
         self._hand_out(batch, found)
 
     async def _follow(self, batch_id: str, custom_ids: list[str]) -> dict[str, LineResult]:
@@ -254,6 +255,8 @@ def batch_keys(batch: Batch) -> dict[str, tuple[str, str]]:
     return {line.custom_id: (line.key, line.url) for line in batch.lines if line.key is not None}
 
 
-async def _journaled(record: Any, *args: str) -> None:
+async def journaled(record: Callable[..., None], *args: str) -> None:
+    """A record of a batch that exists, written off the loop (a disk that refuses it must not
+    stop the batch: its intent is on disk already)."""
     with contextlib.suppress(OSError):
         await anyio.to_thread.run_sync(record, *args)

@@ -33,20 +33,17 @@ run's calls, so its open batches are cancelled), unless the lane keeps batches
 Events: `batch_submitted`, `batch_progress` (each look that shows a change), `batch_completed`
 (with the cost of its succeeded lines at the lane's price).
 
-Resume: each line is journaled with its call-journal key, its batch's succeeded answers are
-kept in the call journal before the batch is journaled `ended`, and a batcher made in a resumed
-run takes over the batches earlier segments left open at its endpoint
-(`asynceval.funnel._batch_resume`): a call whose key is in one waits for its answer.
+Resume (`asynceval.funnel._batch_resume`): lines are journaled with their call-journal keys, a
+batch's answers go into the call journal before it is `ended`, and the batcher takes over the
+batches earlier segments left open: a call whose key is in one waits for its answer.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import math
 import time
-from collections.abc import Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
@@ -57,7 +54,7 @@ from .. import events
 from ..errors import LLMCallFailed, ProviderError
 from ._batch_http import BatchHttp, batcher_context
 from ._batch_line import Batch, BatchLine, State
-from ._batch_resume import BatchResume, batch_keys, keep_answers
+from ._batch_resume import BatchResume, batch_keys, journaled, keep_answers
 from ._batch_wire import BatchWire, Kind, LineResult
 from ._journal import current_journal
 
@@ -272,7 +269,7 @@ class Batcher:
         batch.started = time.monotonic()
         self.batches += 1
         self.lines += len(lines)
-        await self._journaled(self.journal.created, batch.key, batch.id)
+        await journaled(self.journal.created, batch.key, batch.id)
         events.batch_submitted(
             provider=wire.provider,
             endpoint=wire.base,
@@ -383,7 +380,7 @@ class Batcher:
                         pass  # it ended meanwhile, or the provider is gone: it stays journaled
             if batch.id is not None and batch.done:
                 await keep_answers(self.calls, batch_keys(batch), batch.found)
-                await self._journaled(self.journal.ended, batch.id)
+                await journaled(self.journal.ended, batch.id)
         finally:
             for line in self._unanswered(batch):
                 line.lost()
@@ -396,10 +393,3 @@ class Batcher:
         for line in lines:
             del self._sent[line.custom_id]
         return lines
-
-    @staticmethod
-    async def _journaled(record: Callable[..., None], *args: str) -> None:
-        """A record of a batch that exists, written off the loop (a disk that refuses it must
-        not stop the batch: its intent is on disk already)."""
-        with contextlib.suppress(OSError):
-            await anyio.to_thread.run_sync(record, *args)
