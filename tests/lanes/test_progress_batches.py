@@ -33,3 +33,10 @@ def test_batches_and_cost_are_shown_as_they_go() -> None:
     assert "| cost $0.75 |" in line
     rows = {row for row in progress.table().columns[0].cells}
     assert {"batches", "cost so far"} <= {str(row) for row in rows}
+
+
+def test_a_batch_a_resume_took_over_is_open_again() -> None:
+    progress = _progress()
+    progress.observe("batch_reattached", {"batch_id": "b1", "requests": 4, "found": "journal"})
+    progress.observe("batch_reattached", {"batch_id": None, "requests": 2, "found": "not_found"})
+    assert progress.batches() == "1 open (resumed 1), 4 lines waiting, 0 done"

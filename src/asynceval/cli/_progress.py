@@ -133,8 +133,10 @@ class Progress:
     def _batch(self, event: str, fields: Mapping[str, Any]) -> None:
         """The batch lane's batches: open ones by status, lines waiting in them, done ones."""
         batch_id = str(fields.get("batch_id"))
-        if event == "batch_submitted":
-            self.open_batches[batch_id] = "submitted"
+        if event == "batch_submitted" or (
+            event == "batch_reattached" and fields.get("batch_id") is not None
+        ):  # a resume's re-attached batch is open again, its lines waiting
+            self.open_batches[batch_id] = "submitted" if event == "batch_submitted" else "resumed"
             self.batch_lines += int(fields.get("requests") or 0)
         elif event == "batch_progress" and batch_id in self.open_batches:
             self.open_batches[batch_id] = str(fields.get("status"))
