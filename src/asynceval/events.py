@@ -327,9 +327,11 @@ def batch_reattached(
     batch at the provider holds it, or the provider cannot be asked: Anthropic; a WARNING, its
     lines are sent again)."""
     fields = {"provider": provider, "endpoint": endpoint, "batch_key": batch_key}
-    level = "warning" if found == "not_found" else "info"
     counts = {"batch_id": batch_id, "requests": requests, "found": found}
-    _write(level, BATCH_REATTACHED, {**fields, **counts})
+    if found != "not_found":
+        _write("info", BATCH_REATTACHED, {**fields, **counts})
+    else:  # its lines go again and may be billed twice: said above INFO
+        _write("warning", BATCH_REATTACHED, {**fields, **counts})
 
 
 def sdk_retries_stacked(*, sdk: str, max_retries: int | None, requests: int) -> None:
