@@ -36,3 +36,19 @@ def test_a_flex_run_answers_as_live_at_half_the_price(
         json.loads((flex / "results.jsonl").read_text().splitlines()[0])["settings"]["llm_lane"]
         == "flex"
     )
+
+
+def test_an_estimate_in_the_batch_lane_costs_half_and_says_its_wall_time_is_not_a_bound(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LLM_BATCH_LINGER", "0.1")
+    monkeypatch.setenv("LLM_BATCH_POLL", "0.1")
+    example = str(ROOT / "examples" / "arithmetic.py")
+    costs = {}
+    for lane in ("live", "batch"):
+        assert main(["estimate", example, "--sample", "40", "--json", "--lane", lane]) == 0
+        out = capsys.readouterr().out
+        costs[lane] = json.loads(out)["cost_usd"]["estimate"]
+    assert costs["batch"] == pytest.approx(costs["live"] / 2)
+    assert main(["estimate", example, "--sample", "10", "--lane", "batch"]) == 0
+    assert "wall time in the batch lane" in capsys.readouterr().out

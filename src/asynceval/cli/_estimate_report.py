@@ -249,6 +249,17 @@ def print_table(estimate: Estimate, stream: TextIO) -> None:
         f"(seed {estimate.seed}), at {limits_text(estimate)}",
         file=stream,
     )
+    if estimate.lane == "batch":
+        print(BATCH_WALL_TIME, file=stream)
+
+
+BATCH_WALL_TIME = (
+    "wall time in the batch lane: this is how long the sample's batches took here; a provider "
+    "finishes most batches within an hour and promises 24 hours, and each turn of an agent is "
+    "one batch round trip, so the real run may take far longer"
+)
+"""What the estimate says of its wall time in the batch lane, where the sample's replay at the
+run's limits cannot see the provider's batch turnaround (its lines hold no slot)."""
 
 
 def _plural(count: int, noun: str) -> str:
