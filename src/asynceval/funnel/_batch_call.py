@@ -24,7 +24,6 @@ from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from .. import events
 from ..errors import AttemptTimeout, BudgetExhausted, LLMCallFailed, ProviderError
 from ._batch_line import BatchLine, State
 from ._call import Call, call_id, caller
@@ -227,15 +226,5 @@ def _retryable(error: ProviderError) -> bool:
 
 def _again(call: Call, error: ProviderError) -> None:
     """The line goes into a later batch: a `retry` event, one more attempt."""
-    if call.usage is not None:
-        call.usage.retries += 1
-    events.retry(
-        agent=call.agent,
-        dimension=call.dimension,
-        call_id=call.call_id,
-        attempt=call.attempts,
-        status_code=error.status_code,
-        delay_s=0.0,
-        error=f"{error} (sent again in a later batch)",
-    )
+    call.retried(error.status_code, 0.0, f"{error} (sent again in a later batch)")
     call.attempts += 1

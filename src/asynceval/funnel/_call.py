@@ -50,11 +50,11 @@ class Call:
     def on_retry(self, state: RetryCallState) -> None:
         """tenacity's before_sleep: count the retry and write its event."""
         error = state.outcome.exception() if state.outcome is not None else None
-        self._retried(getattr(error, "status_code", None), state.upcoming_sleep, str(error))
+        self.retried(getattr(error, "status_code", None), state.upcoming_sleep, str(error))
 
     def on_turned_away(self, error: RateLimited, delay: float) -> None:
         """An overload 429: count the retry and write its event; the call goes again."""
-        self._retried(
+        self.retried(
             error.status_code,
             delay,
             f"{error} (the provider is serving our other calls: this call goes again at the "
@@ -88,7 +88,9 @@ class Call:
             retryable=exc.retryable,
         )
 
-    def _retried(self, status_code: int | None, delay: float, error: str) -> None:
+    def retried(self, status_code: int | None, delay: float, error: str) -> None:
+        """Count one retry of this call and write its `retry` event (the next attempt follows
+        after `delay` seconds)."""
         if self.usage is not None:
             self.usage.retries += 1
         events.retry(
