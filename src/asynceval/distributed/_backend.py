@@ -37,6 +37,7 @@ from ._budget import RunBudget
 from ._grants import GrantPlugin
 from ._grants import plugin_name as grants_name
 from ._rate import RatePlugin, forget_run
+from ._relay import CallerRelay
 from ._session import DaskSession, scheduler_address
 from ._worker import RunPlugin, plugin_name, quiet_dask_logs, restore_levels, topic
 
@@ -151,6 +152,8 @@ class DaskBackend:
                 session = DaskSession(client, run_id, workers, workers * tasks, size, ledger)
                 client.subscribe_topic(topic(run_id), session.on_event)
                 stack.callback(client.unsubscribe_topic, topic(run_id))
+                relay = CallerRelay(client, run_id, settings, semaphore)
+                relay.open()  # before the workers can send a line
                 plugin = RunPlugin(
                     run_id,
                     sent,
@@ -163,6 +166,8 @@ class DaskBackend:
                 await client.register_plugin(plugin, name=plugin_name(run_id))
                 # Before the semaphore closes: the workers give back their free leases.
                 stack.push_async_callback(_unregister_workers, client, plugin_name(run_id))
+                # After the workers' repetitions stopped (their calls withdrew their lines).
+                stack.push_async_callback(relay.aclose)
                 stack.push_async_callback(session.finish)
                 yield session
 

@@ -6,7 +6,7 @@ unpickles the Benchmark once, builds the worker's `Runtime` (its own FIFO slots 
 run's cluster-wide semaphore) and, for a run with a cost budget, its `ClusterBudget` (bound
 around each repetition: every call reserves from the run's ledger on the scheduler), and
 forwards the worker's events to the caller under the run's topic, each tagged with the
-worker's address.
+worker's address. Its batch-lane calls join the caller's batches (`_relay`).
 """
 
 from __future__ import annotations
@@ -33,12 +33,14 @@ from ..config import Settings
 from ..engine.repetition import Repetitions, Unit
 from ..engine.threads import ThreadRunner, threads_scope
 from ..errors import RunFinished
+from ..funnel import BatchLane
 from ..limits import budget_scope
 from ..runtime import Runtime
 from ._budget import ClusterBudget
 from ._controller import ClusterController
 from ._grants import PAUSE_HERE
 from ._rate import ClusterRate
+from ._relay import WorkerRelay
 from ._slots import ClusterSlots
 
 _run_id: ContextVar[str | None] = ContextVar("asynceval_dask_run", default=None)
@@ -204,6 +206,9 @@ class _WorkerRun:
             rate = ClusterRate(plugin.run_id, plugin.worker.scheduler, loop, requests, tokens)
         controller = ClusterController.from_settings(settings)
         self.runtime = Runtime(settings, limiter=controller, rate=rate)
+        # Batch-lane calls join the caller's batches (`_relay`).
+        self.relay = WorkerRelay(plugin.worker, plugin.run_id)
+        BatchLane.of(self.runtime).relay = self.relay
         self.budget: ClusterBudget | None = None
         if plugin.budget is not None:  # the run's cost budget, kept on the scheduler
             ledger, limit = plugin.budget
@@ -289,6 +294,7 @@ class _WorkerRun:
 
     async def close(self) -> None:
         await self.stop_batches()
+        self.relay.close()
         self._stop.set()
         with anyio.move_on_after(5):
             await self._stopped.wait()

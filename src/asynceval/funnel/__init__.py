@@ -18,13 +18,17 @@ and `track_usage`; the engine binds a run's `CallJournal` with `journal_scope`.
 The batch lane (LLM_LANE=batch, DESIGN section 16): a route whose lane is batch sends its
 batchable calls into provider batches through its runtime's `BatchLane` (`BatchLane.of(runtime)`:
 `keep_batches`, `aclose()`), journaled as `BatchJournal` says (`FileBatchJournal`: `batches.jsonl`
-beside the run's call journal).
+beside the run's call journal). A runtime that runs part of another process's run (a Dask
+worker's) relays its lines into that process's batches (`BatchLane.relay`, a `BatchRelay`; the
+owner answers each `RelayedLine` with `relayed_line`).
 """
 
 from typing import TYPE_CHECKING, Any
 
 from ._batch_journal import NO_BATCH_JOURNAL, BatchJournal, FileBatchJournal
 from ._batch_lane import BatchLane
+from ._batch_relay import BatchRelay, RelayedLine, relayed_line
+from ._batch_wire import LineResult
 from ._call import call_of
 from ._gateway import MAX_REQUEUES, UNSET, Gateway, Overrides
 from ._held import reclaiming_leases
@@ -43,10 +47,13 @@ __all__ = [
     "UNSET",
     "BatchJournal",
     "BatchLane",
+    "BatchRelay",
     "CallJournal",
     "FileBatchJournal",
     "Gateway",
+    "LineResult",
     "Overrides",
+    "RelayedLine",
     "Reply",
     "Route",
     "Usage",
@@ -61,6 +68,7 @@ __all__ = [
     "parse_or_malformed",
     "parse_retry_after",
     "reclaiming_leases",
+    "relayed_line",
     "send_from_thread",
     "track_usage",
 ]

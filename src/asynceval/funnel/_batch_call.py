@@ -33,6 +33,7 @@ from ._usage import current_usage
 if TYPE_CHECKING:
     import httpx
 
+    from ._batch_relay import RelayedBatcher
     from ._batch_wire import LineResult
     from ._batcher import Batcher
     from ._cache import CacheUse
@@ -78,7 +79,7 @@ def _reply(result: LineResult) -> _LineReply:
 
 
 async def post_in_batches(
-    batcher: Batcher,
+    batcher: Batcher | RelayedBatcher,
     route: Route,
     content: bytes,
     body: Mapping[str, Any],
@@ -104,7 +105,7 @@ async def post_in_batches(
 
 
 async def send_in_batches(
-    batcher: Batcher,
+    batcher: Batcher | RelayedBatcher,
     route: Route,
     request: httpx.Request,
     body: dict[str, Any],
@@ -143,7 +144,7 @@ def _response(result: LineResult, request: httpx.Request) -> httpx.Response:
 
 
 async def _in_batches(
-    batcher: Batcher,
+    batcher: Batcher | RelayedBatcher,
     content: bytes,
     costing: Costing | None,
     agent: str | None,

@@ -11,6 +11,10 @@ live as ever. One lane per runtime, found with `BatchLane.of(runtime)`.
 the batch stays open at the provider for a resumed run to collect (default: it is cancelled).
 `aclose()` waits for this event loop's batchers to finish their work (a run's end, before its
 loop ends: open batches whose calls have gone are cancelled then, unless kept).
+
+`relay`: set on a runtime that runs part of someone else's run (a Dask worker's), its lines go
+to the run's owner, into the owner's batches (`asynceval.funnel._batch_relay`), instead of
+batches of its own.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._batch_call import batch_headers, post_in_batches, send_in_batches
 from ._batch_journal import NO_BATCH_JOURNAL, BatchJournal, FileBatchJournal, batch_journal_path
+from ._batch_relay import BatchRelay, RelayedBatcher
 from ._batch_wire import BatchWire, wire_for
 from ._batcher import Batcher
 from ._cache import take_cache_use
@@ -52,6 +57,8 @@ class BatchLane:
         self.keep_batches = False
         """Leave a batch open at the provider when its calls have gone (see the module)."""
         self.submitting = 0  # batch creations waiting for a slot or holding one
+        self.relay: BatchRelay | None = None
+        """Where its lines go instead of its own batches (see the module)."""
         self._batchers: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, dict[tuple[Any, ...], Batcher]
         ] = weakref.WeakKeyDictionary()
@@ -85,9 +92,19 @@ class BatchLane:
             found = self._wires[key] = wire_for(endpoint, path)
             return found
 
-    def batcher(self, route: Route, wire: BatchWire, headers: Mapping[str, str]) -> Batcher:
+    def batcher(
+        self, route: Route, wire: BatchWire, headers: Mapping[str, str]
+    ) -> Batcher | RelayedBatcher:
         """This event loop's batcher for `wire` under these credentials and the current run's
-        journal (made on first use, with `route`'s pool, gateway and simulator)."""
+        journal (made on first use, with `route`'s pool, gateway and simulator); with a relay,
+        one that sends the lines to the run's owner."""
+        if self.relay is not None:
+            max_attempts = route.gateway.retry_policy.max_attempts
+            return RelayedBatcher(self.relay, wire, dict(headers), max_attempts)
+        return self.own_batcher(route, wire, headers)
+
+    def own_batcher(self, route: Route, wire: BatchWire, headers: Mapping[str, str]) -> Batcher:
+        """This event loop's batcher of this process (see `batcher`)."""
         journal = self.journal()
         loop = asyncio.get_running_loop()
         # Not keyed by the route's transport: callers of one endpoint share its batches
