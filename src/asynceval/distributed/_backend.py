@@ -152,8 +152,7 @@ class DaskBackend:
                 session = DaskSession(client, run_id, workers, workers * tasks, size, ledger)
                 client.subscribe_topic(topic(run_id), session.on_event)
                 stack.callback(client.unsubscribe_topic, topic(run_id))
-                relay = CallerRelay(client, run_id, settings, semaphore)
-                relay.open()  # before the workers can send a line
+                relay = CallerRelay.opened(client, run_id, settings, semaphore)
                 plugin = RunPlugin(
                     run_id,
                     sent,
@@ -166,8 +165,7 @@ class DaskBackend:
                 await client.register_plugin(plugin, name=plugin_name(run_id))
                 # Before the semaphore closes: the workers give back their free leases.
                 stack.push_async_callback(_unregister_workers, client, plugin_name(run_id))
-                # After the workers' repetitions stopped (their calls withdrew their lines).
-                stack.push_async_callback(relay.aclose)
+                stack.push_async_callback(relay.aclose)  # after the workers' repetitions stop
                 stack.push_async_callback(session.finish)
                 yield session
 

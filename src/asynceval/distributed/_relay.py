@@ -121,6 +121,15 @@ class CallerRelay:
         self._sending: set[asyncio.Task[None]] = set()
         self.lines = 0  # relayed so far
 
+    @classmethod
+    def opened(
+        cls, client: Client, run_id: str, settings: Settings, semaphore: Semaphore
+    ) -> CallerRelay:
+        """A relay taking the run's lines already (open it before the workers can send one)."""
+        relay = cls(client, run_id, settings, semaphore)
+        relay.open()
+        return relay
+
     def open(self) -> None:
         """Start taking the workers' lines (in the run's context: its bound event fields)."""
         settings = self._settings
