@@ -5,7 +5,9 @@ repetition of one short LLM call costs the engine; batching divides that by the 
 Repetitions the engine starts within `LINGER_S` of each other (a run's start, or the slots a
 finished batch frees) share a batch, up to `size`; each batch runs its repetitions concurrently
 on one worker's loop and returns their reports together, so a report is recorded when its batch
-completes (at most as late as the batch's slowest repetition). A worker's death re-runs its
+completes (at most as late as the batch's slowest repetition). Each repetition carries the
+W3C trace context of the run's span when OpenTelemetry is on, so that the worker's spans join
+the caller's trace. A worker's death re-runs its
 batches elsewhere, and each (task, repetition) is still recorded once: the caller records only
 what a completed batch returned.
 """
@@ -28,6 +30,7 @@ from ..engine.report import build_report, error_entry
 from ..engine.status import TaskExecutionStatus
 from ..errors import BackendLost
 from ..funnel import UsageCounter
+from ..telemetry import carrier
 from ._worker import cancel_batches, run_batch
 
 if TYPE_CHECKING:
@@ -37,6 +40,7 @@ LINGER_S = 0.002
 """How long a repetition waits for others to share its batch (once per batch, not per unit)."""
 
 _Waiting = tuple["Unit", float, "asyncio.Future[dict[str, Any]]"]
+_UNREAD: Any = object()
 
 
 class Batcher:
@@ -51,8 +55,13 @@ class Batcher:
         self._timer: asyncio.TimerHandle | None = None
         self._collecting: set[asyncio.Task[None]] = set()
         self._submitted: set[Any] = set()  # Dask futures not yet done
+        self._trace_parent: Any = _UNREAD
 
     async def run(self, unit: Unit, waited: float) -> dict[str, Any]:
+        if self._trace_parent is _UNREAD:  # the run's span (OpenTelemetry), read once
+            self._trace_parent = carrier()
+        if self._trace_parent is not None:  # the worker's repetition span joins its trace
+            unit.trace_parent = self._trace_parent
         loop = asyncio.get_running_loop()
         report: asyncio.Future[dict[str, Any]] = loop.create_future()
         self._pending.append((unit, waited, report))

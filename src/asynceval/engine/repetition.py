@@ -16,7 +16,7 @@ import asyncio
 import contextvars
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -30,6 +30,7 @@ from ..errors import BudgetExhausted, TaskTimeoutError
 from ..funnel import UsageCounter, reclaiming_leases, track_usage
 from ..limits import RetryPolicy
 from ..runtime import Bridge, bridge_scope
+from ..telemetry import Telemetry, TracedBlock, current_telemetry, telemetry_scope
 from ._error_kinds import ErrorKind, with_kind
 from ._watch import cancel_tasks_left, count_calls_cut, end_tasks_left, live_calls, observe_calls
 from ._watch import watch_loop as _watch_loop
@@ -45,12 +46,15 @@ if TYPE_CHECKING:
 
 @dataclass
 class Unit:
-    """One repetition to run: the task, its agent_data, which repeat, when it was chosen."""
+    """One repetition to run: the task, its agent_data, which repeat, when it was chosen, and,
+    sent to another process (a Dask worker), the W3C trace context of the caller's run span
+    (`trace_parent`: its repetition's span joins the caller's trace)."""
 
     task: Task
     agent_data: Mapping[str, Any]
     repeat_idx: int
     selected_at: float
+    trace_parent: Mapping[str, str] | None = None
 
 
 @dataclass
@@ -64,22 +68,59 @@ class _Outcome:
     config: Mapping[str, Any]
 
 
-class Repetitions:
-    """Runs repetitions of one benchmark with one run's settings."""
+_DECIDE: Any = object()
 
-    def __init__(self, bench: Benchmark, settings: Settings, policy: RetryPolicy) -> None:
+
+class Repetitions:
+    """Runs repetitions of one benchmark with one run's settings.
+
+    `telemetry` is the run's (`asynceval.telemetry`; None: off); by default it is decided here,
+    once (a cluster's worker decides for its share of the run).
+    """
+
+    def __init__(
+        self,
+        bench: Benchmark,
+        settings: Settings,
+        policy: RetryPolicy,
+        telemetry: Telemetry | None = _DECIDE,
+    ) -> None:
         self.bench = bench
         self.settings = settings
         self.policy = policy
+        self.telemetry: Telemetry | None = (
+            current_telemetry() if telemetry is _DECIDE else telemetry
+        )
         self.portal: BlockingPortal | None = None  # the run's, set when it starts
         self.run_over = threading.Event()  # set when the run ends: leftover threads are refused
         self._watching = False  # the loop watch (blocks, tasks left running) started
         observe_calls()
 
-    async def run(self, unit: Unit) -> dict[str, Any]:
+    def run(self, unit: Unit) -> Awaitable[dict[str, Any]]:
         """Every attempt of one repetition (timeout re-runs, `max_retries` re-runs): one report.
-        The attempts' loop is here, not in a method of its own: each frame between the run and
-        the agent is resumed again at every suspension of the agent."""
+        What to await: with telemetry off, `_run` itself, no frame between; else `_run` in the
+        repetition's span."""
+        telemetry = self.telemetry
+        if telemetry is None:
+            return self._run(unit)
+        return self._traced(unit, telemetry)
+
+    async def _traced(self, unit: Unit, telemetry: Telemetry) -> dict[str, Any]:
+        """`_run` in the repetition's span (its calls' spans are its children), which says at
+        its end what the report says (status, score, usage) and each evaluator's result."""
+        run_id = events.context_value("run_id")
+        span = TracedBlock.repetition(
+            telemetry, unit.task.id, unit.repeat_idx, run_id, unit.trace_parent
+        )
+        with span, telemetry_scope(telemetry):
+            report = await self._run(unit)
+            ended = report["status"] in _LOOP_ENDED_VALUES
+            span.repetition_finished(report, eval_score(report["eval"]) if ended else None)
+        return report
+
+    async def _run(self, unit: Unit) -> dict[str, Any]:
+        """`run`. The attempts' loop is here, not in a method of its own: each frame between the
+        run and the agent is resumed again at every suspension of the agent."""
         if not self._watching:
             self._watching = True
             _watch_loop(self.settings.loop_block_warn_s, self.run_over)
@@ -348,6 +389,7 @@ _NO_DEADLINE: nullcontext[None] = nullcontext()  # reusable: no cancel scope wit
 
 
 _LOOP_ENDED = (TaskExecutionStatus.SUCCESS, TaskExecutionStatus.EVALUATION_FAILED)
+_LOOP_ENDED_VALUES = frozenset(status.value for status in _LOOP_ENDED)
 
 
 def _split_agents(agents: Any) -> tuple[list[Any], dict[str, Any]]:

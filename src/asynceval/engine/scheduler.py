@@ -11,13 +11,11 @@ far, then the task's TimeoutAction may run it once more. Infrastructure failures
 from __future__ import annotations
 
 import os
-import platform
 import time
 from collections import Counter, deque
 from collections.abc import Awaitable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from os import PathLike
 from typing import TYPE_CHECKING, Any
 
@@ -27,15 +25,24 @@ import anyio.to_thread
 from anyio.from_thread import BlockingPortal
 
 from .. import _event_output, events
-from .._version import __version__
-from ..errors import BackendLost, ConfigError, TaskSpecError
+from ..errors import BackendLost, TaskSpecError
 from ..funnel import CallJournal, journal_scope
 from ..limits import ConcurrencyController, CostBudget, budget_scope
-from ..runtime import RunGcThreshold, Runtime
+from ..runtime import RunGcThreshold
 from . import run_lock
 from ._adaptive_repeats import AdaptiveRepeats
-from ._adaptive_schedule import AdaptiveSchedule
 from ._run_inputs import QueueArg, TaskSource, agent_data_resolver, checked_ids, make_queue
+from ._run_setup import (
+    adaptive_schedule,
+    check_paths,
+    check_resumable,
+    run_attributes,
+    run_header,
+    run_key,
+    runtime_for,
+    store_failures,
+)
+from ._run_trace import RunTrace
 from .backend import Backend, Session
 from .callbacks import CallbackRunner
 from .repetition import Repetitions, Unit
@@ -77,13 +84,13 @@ class Run:
         max_cost_usd: float | None = None,
     ) -> None:
         self.bench = benchmark
-        self.adaptive = _adaptive_schedule(repeats)
+        self.adaptive = adaptive_schedule(repeats)
         self.backend = backend
         self.run_id = checked_run_id(run_id) if run_id is not None else new_run_id()
         self._session: Session | None = None
         self._backend_error: BackendLost | None = None
         self._cancel_all = anyio.CancelScope()
-        self.runtime = _runtime_for(benchmark)
+        self.runtime = runtime_for(benchmark)
         self.settings = self.runtime.settings
         if max_cost_usd is None:
             max_cost_usd = self.settings.max_cost_usd
@@ -98,17 +105,17 @@ class Run:
         self.queue = make_queue(tasks, queue)
         self.results_path = results_path
         self.resume = resume
-        if resume and results_path is None:
-            raise ConfigError("resume=True needs a results_path to resume from")
-        if journal and results_path is None:
-            raise ConfigError("journal=True needs a results_path (the journal is kept beside it)")
+        check_paths(results_path, resume, journal)
         self.journal = results_path is not None if journal is None else journal
         self.collect = collect
         self.reports = RunReports.empty()
         self._temporary: str | None = None  # the results file of a run given none, if it collects
         self.counts: Counter[str] = Counter()
         self._calls_in_successes = 0  # LLM calls the successful repetitions recorded
-        self.repetitions = Repetitions(benchmark, self.settings, self.runtime.retry_policy)
+        self.trace = RunTrace()  # OpenTelemetry: decided once, here
+        self.repetitions = Repetitions(
+            benchmark, self.settings, self.runtime.retry_policy, self.trace.telemetry
+        )
         self.callbacks = CallbackRunner(benchmark.callbacks)
         self.threads = ThreadRunner(self.max_tasks)
         self._done: set[tuple[str, int]] = set()
@@ -158,6 +165,7 @@ class Run:
                         events.bind_context(run_id=self.run_id),
                         RunGcThreshold(self.settings.run_gc_threshold),
                         budget_scope(self.budget),
+                        self.trace.scope(self.run_id, runtime.limiter, run_attributes(self)),
                     ):
                         return await self._execute(runtime.limiter)
                 except Exception as exc:  # raised as it is, not in the portal's exception group
@@ -165,6 +173,8 @@ class Run:
                 finally:
                     self.repetitions.run_over.set()
                     await portal.stop(cancel_remaining=True)  # calls of abandoned threads
+                    with anyio.CancelScope(shield=True):
+                        await self.trace.flush()  # the run's spans exported before it returns
         finally:
             runtime.unbind(token)
             if self._temporary is not None and self.reports.path is None:  # failed: not returned
@@ -178,7 +188,7 @@ class Run:
         if self.results_path is not None:
             header = await anyio.to_thread.run_sync(read_header, self.results_path)
             if self.resume:
-                self._check_resumable(header)
+                check_resumable(self, header)
                 self._prior = await anyio.to_thread.run_sync(successful_reports, self.results_path)
                 self._done = set(self._prior)
         started = time.monotonic()
@@ -195,7 +205,7 @@ class Run:
                 budget = {"budget": self.budget} if self.budget is not None else {}
                 self._session = await backend_stack.enter_async_context(
                     self.backend.session(
-                        self.bench, settings, self.max_tasks, self._run_key(), **budget
+                        self.bench, settings, self.max_tasks, run_key(self), **budget
                     )
                 )
             return await self._execute_on(controller, started)
@@ -222,7 +232,7 @@ class Run:
                     self._results = await stack.enter_async_context(
                         ResultsFile(
                             path,
-                            self._header(controller),
+                            run_header(self, controller),
                             self.runtime.writer,
                             keep_offsets=self.collect,
                         )
@@ -234,15 +244,17 @@ class Run:
             if self._session is not None:  # the workers' last events come before run_finished
                 with anyio.CancelScope(shield=True):
                     await self._session.flush_events()
+            duration, cost = time.monotonic() - started, self.cost.fields(self.budget)
+            self.trace.finished(self.counts, duration, interrupted, cost)
             events.run_finished(
                 counts=self.counts,
-                duration_s=time.monotonic() - started,
+                duration_s=duration,
                 interrupted=interrupted,
                 written=self._results.written if self._results is not None else None,
                 skipped_as_done=len(self._done),
                 threads_still_running=self.threads.abandoned(),
-                store_failures=self._store_failures(),
-                **self.cost.fields(self.budget),
+                store_failures=store_failures(self),
+                **cost,
                 **(self.adaptive.fields(self, interrupted) if self.adaptive else {}),
             )
             if self.counts["success"] and not self._calls_in_successes:
@@ -256,64 +268,15 @@ class Run:
         await self.callbacks.fire("on_run_end", self.bench, self.reports)
         return self.reports
 
-    def _store_failures(self) -> dict[str, int]:
-        """Answers the disk refused to the model-call cache and to the call journal (the calls
-        themselves succeeded; a resume or a second run pays for them again)."""
-        cache = self.runtime.cache
-        return {
-            "cache": cache.store_failures if cache is not None else 0,
-            "journal": self._journal.store_failures if self._journal is not None else 0,
-        }
+    @property
+    def session(self) -> Session | None:
+        """The backend's session while the run is on a backend, else None."""
+        return self._session
 
-    def _check_resumable(self, header: Mapping[str, Any] | None) -> None:
-        """Refuse to resume a results file of another benchmark or another task set (a file that
-        is not a results file was refused by `read_header`)."""
-        if header is None:
-            return  # nothing written yet: there is nothing to mix up
-        path = os.fspath(self.results_path or "")
-        ours = type(self.bench).__qualname__
-        theirs = header.get("benchmark")
-        if isinstance(theirs, str) and theirs != ours:
-            raise ConfigError(
-                f"{path} holds a run of benchmark {theirs}, not {ours}: resume it with the "
-                "benchmark that wrote it, or write this run elsewhere"
-            )
-        recorded = header.get("task_set")
-        if (
-            isinstance(recorded, Mapping)
-            and self.task_set is not None
-            and recorded.get("ids_sha256") != self.task_set["ids_sha256"]
-        ):
-            raise ConfigError(
-                f"{path} holds a run of another task set ({recorded.get('count')} tasks, ids "
-                f"{str(recorded.get('ids_sha256'))[:12]}...; these are {self.task_set['count']}, "
-                f"{self.task_set['ids_sha256'][:12]}...): resume it with the tasks it was run "
-                "with, or write this run elsewhere"
-            )
-
-    def _run_key(self) -> str | None:
-        if self.results_path is None:
-            return None
-        return os.path.abspath(os.fspath(self.results_path))
-
-    def _header(self, controller: ConcurrencyController) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "asynceval_version": __version__,
-            "python": platform.python_version(),
-            "started_at": datetime.now(UTC).isoformat(),
-            "started_at_unix": round(time.time(), 3),
-            "benchmark": type(self.bench).__qualname__,
-            "benchmark_config": self.bench.gather_config(),
-            "settings": self.settings.public(),
-            "max_concurrent_llm_calls": controller.limit,
-            "max_concurrent_tasks": self.max_tasks,
-            "resumed": self.resume,
-            "task_set": self.task_set,
-            "journal": self.journal and self.backend is None,
-            **({"adaptive_repeats": self.adaptive.rule.describe()} if self.adaptive else {}),
-            **(dict(self._session.description) if self._session is not None else {}),
-        }
+    @property
+    def journal_failures(self) -> int:
+        """Answers the disk refused to the run's call journal."""
+        return self._journal.store_failures if self._journal is not None else 0
 
     async def _schedule(self) -> None:
         """Start repetitions as slots free: `capacity` workers, each taking the next repetition
@@ -453,28 +416,3 @@ class Run:
         if state.remaining == 0:
             del self._task_states[task.id]
             await self.callbacks.fire("on_task_end", self.bench, task, state.reports)
-
-
-def _adaptive_schedule(repeats: AdaptiveRepeats | None) -> AdaptiveSchedule | None:
-    """The adaptive rule's schedule, or None for fixed repeats; anything else is refused."""
-    if repeats is None:
-        return None
-    if not isinstance(repeats, AdaptiveRepeats):
-        raise ConfigError(
-            f"repeats must be an AdaptiveRepeats (fixed repeats are the benchmark's "
-            f"n_task_repeats), got {repeats!r}"
-        )
-    return AdaptiveSchedule(repeats)
-
-
-def _runtime_for(bench: Benchmark) -> Runtime:
-    """The runtime a run goes through: the benchmark's, else one of its own when it was given
-    settings, else the current one; a benchmark's own controller replaces the limiter."""
-    runtime = bench.runtime
-    if runtime is None:
-        if bench.settings is not None:
-            return Runtime(bench.settings, limiter=bench.controller)
-        runtime = Runtime.current()
-    if bench.controller is not None and bench.controller is not runtime.limiter:
-        return Runtime(runtime.settings, limiter=bench.controller, rate=runtime.rate)
-    return runtime

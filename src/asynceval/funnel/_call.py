@@ -1,18 +1,65 @@
 """`Call`: one LLM call's identity (agent, dimension, call id) and counters, shared by its
-attempts and written into their `retry` events; call ids unique across processes."""
+attempts and written into their `retry` events, and its OpenTelemetry span (`traced`); call ids
+unique across processes. `Overrides`: the limits a caller brings to its calls in place of its
+runtime's."""
 
 from __future__ import annotations
 
 import itertools
 import os
 import time
+from collections.abc import Awaitable
+from typing import Any, NamedTuple, TypeVar
 
 from tenacity import RetryCallState
 
 from .. import events
+from ..config import Hedge, Settings
 from ..errors import LLMCallFailed, ProviderError, RateLimited
+from ..limits import ConcurrencyController, RateLimiter, RetryPolicy
+from ..telemetry import CallSpan
 from ._costing import Costing
 from ._usage import UsageCounter
+
+T = TypeVar("T")
+UNSET: Any = object()
+"""`rate_limiter=UNSET`: the runtime's rate windows (None is a choice: no rate limit)."""
+
+
+class Overrides(NamedTuple):
+    """A caller's own limits in place of its runtime's: a model's or a transport's `controller=`,
+    `rate_limiter=` and `settings=` (which fixes its retry policy, LLM_CALL_TIMEOUT,
+    LLM_STREAM_IDLE_TIMEOUT, LLM_HEDGE and LLM_HEDGE_BUDGET). None, or UNSET for the rate windows,
+    keeps the runtime's."""
+
+    controller: ConcurrencyController | None = None
+    rate_limiter: RateLimiter | None = UNSET
+    retry_policy: RetryPolicy | None = None
+    call_timeout: float | None = None
+    stream_idle_timeout: float | None = None
+    hedge: Hedge | None = None
+    hedge_budget: float | None = None
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        controller: ConcurrencyController | None = None,
+        rate_limiter: RateLimiter | None = UNSET,
+        settings: Settings | None = None,
+    ) -> Overrides:
+        if settings is None:
+            return cls(controller, rate_limiter)
+        policy = RetryPolicy.from_settings(settings)
+        return cls(
+            controller,
+            rate_limiter,
+            policy,
+            settings.llm_call_timeout,
+            settings.llm_stream_idle_timeout,
+            settings.llm_hedge,
+            settings.llm_hedge_budget,
+        )
 
 
 class Call:
@@ -25,6 +72,7 @@ class Call:
         "costing",
         "dimension",
         "handed_on",
+        "span",
         "started",
         "usage",
     )
@@ -46,6 +94,7 @@ class Call:
         self.costing = costing  # its price and budget: each of its requests is priced
         self.attempts = 1
         self.handed_on = False  # its last attempt's slot went straight to a caller in line
+        self.span: CallSpan | None = None  # its OpenTelemetry span, when telemetry is on
 
     def on_retry(self, state: RetryCallState) -> None:
         """tenacity's before_sleep: count the retry and write its event."""
@@ -93,6 +142,8 @@ class Call:
         after `delay` seconds)."""
         if self.usage is not None:
             self.usage.retries += 1
+        if self.span is not None:
+            self.span.retried(self.attempts, status_code, delay, error)
         events.retry(
             agent=self.agent,
             dimension=self.dimension,
@@ -142,3 +193,15 @@ def caller(agent: str | None, dimension: str | None) -> tuple[str | None, str | 
         agent if agent is not None else events.context_value("agent"),
         dimension if dimension is not None else events.context_value("dimension"),
     )
+
+
+async def traced(span: CallSpan, made: Awaitable[T], call: Call) -> T:
+    """`made` (a call's attempts) with its span told the outcome; a streamed answer's span ends
+    with its stream, once its lease is released."""
+    try:
+        result = await made
+    except BaseException as exc:
+        span.failed(exc, call.attempts)
+        raise
+    span.succeeded(result, call.attempts)
+    return result

@@ -109,6 +109,8 @@ async def _call(route: Route, request: httpx.Request, agent: str | None) -> http
             # A streamed answer is never hedged (DESIGN section 17): its first byte is no answer.
             hedge=not (isinstance(body, dict) and body.get("stream") is True),
             costing=route.pricing.costing(request.content, body),
+            url=request.url,
+            body=body,
         )
     except _CallerTimeout as exc:
         leave()

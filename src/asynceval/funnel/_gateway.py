@@ -17,13 +17,13 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 import anyio.lowlevel
 
 from .. import events
-from ..config import Hedge, Lane, Settings
+from ..config import Lane
 from ..errors import (
     AttemptTimeout,
     BudgetExhausted,
@@ -32,7 +32,10 @@ from ..errors import (
     RateLimited,
 )
 from ..limits import ConcurrencyController, ProviderRates, RateLimiter, RetryPolicy
-from ._call import Call, call_id, caller
+from ..telemetry import Telemetry, bound_or, start_call
+from ._call import UNSET as UNSET
+from ._call import Call, call_id, caller, traced
+from ._call import Overrides as Overrides
 from ._costing import Costing
 from ._hedge import Hedger, hedger_for
 from ._held import collect_if_dropped, scope_if_any
@@ -44,9 +47,6 @@ if TYPE_CHECKING:
     from ..runtime import Runtime
 
 T = TypeVar("T")
-UNSET: Any = object()
-"""`rate_limiter=UNSET`: the runtime's rate windows (None is a choice: no rate limit)."""
-
 Attempt = Callable[[Lease], Awaitable[T]]
 """One request: given the attempt's lease (for results that outlive it), returns the result."""
 
@@ -54,42 +54,6 @@ Attempt = Callable[[Lease], Awaitable[T]]
 def _usage_attribute(result: object) -> Usage | None:
     usage = getattr(result, "usage", None)
     return usage if isinstance(usage, Usage) else None
-
-
-class Overrides(NamedTuple):
-    """A caller's own limits in place of its runtime's: a model's or a transport's `controller=`,
-    `rate_limiter=` and `settings=` (which fixes its retry policy, LLM_CALL_TIMEOUT,
-    LLM_STREAM_IDLE_TIMEOUT, LLM_HEDGE and LLM_HEDGE_BUDGET). None, or UNSET for the rate windows,
-    keeps the runtime's."""
-
-    controller: ConcurrencyController | None = None
-    rate_limiter: RateLimiter | None = UNSET
-    retry_policy: RetryPolicy | None = None
-    call_timeout: float | None = None
-    stream_idle_timeout: float | None = None
-    hedge: Hedge | None = None
-    hedge_budget: float | None = None
-
-    @classmethod
-    def of(
-        cls,
-        *,
-        controller: ConcurrencyController | None = None,
-        rate_limiter: RateLimiter | None = UNSET,
-        settings: Settings | None = None,
-    ) -> Overrides:
-        if settings is None:
-            return cls(controller, rate_limiter)
-        policy = RetryPolicy.from_settings(settings)
-        return cls(
-            controller,
-            rate_limiter,
-            policy,
-            settings.llm_call_timeout,
-            settings.llm_stream_idle_timeout,
-            settings.llm_hedge,
-            settings.llm_hedge_budget,
-        )
 
 
 _NOT_SENT = ("ConnectError", "ConnectTimeout")
@@ -121,6 +85,7 @@ class Gateway:
         "retry_policy",
         "signals",
         "stream_idle_timeout",
+        "telemetry",
     )
 
     def __init__(
@@ -148,6 +113,8 @@ class Gateway:
         self.stream_idle_timeout = stream_idle_timeout  # a stream's longest wait for a chunk
         self.hedger = hedger  # LLM_HEDGE's: None when it is off (see `asynceval.funnel._hedge`)
         self.flex = flex  # the flex lane: its "resource unavailable" 429 is no overload
+        # The route's telemetry for calls made outside a run (a run binds its own).
+        self.telemetry: Telemetry | None = None
         # The endpoint's rate-limit headers and 429s (`rates`: the runtime's, shared).
         self.signals = (
             Signals(controller, endpoint, retry_policy.max_delay, rates, rate_limiter)
@@ -195,7 +162,7 @@ class Gateway:
             flex=lane == "flex",
         )
 
-    async def call(
+    def call(
         self,
         attempt: Attempt[T],
         *,
@@ -205,7 +172,9 @@ class Gateway:
         estimated_tokens: int = 0,
         hedge: bool = True,
         costing: Costing | None = None,
-    ) -> T:
+        url: object = None,
+        body: object = None,
+    ) -> Awaitable[T]:
         """Make the call, retrying as the policy allows; raises `LLMCallFailed` when it gives up.
 
         `agent` and `dimension` default to the values bound with `events.bind_context`.
@@ -214,7 +183,10 @@ class Gateway:
         releases it. `hedge=False` refuses LLM_HEDGE's second request for this call (a streamed
         answer: its body is never hedged). `costing` prices each request and reserves its worst
         case against the run's budget before it is sent (`BudgetExhausted` when it does not
-        fit: never retried).
+        fit: never retried). `url` and `body` (the request's URL and JSON body, when the
+        caller has them) describe an inference call to its OpenTelemetry span when telemetry
+        is on (`asynceval.telemetry`; decided by the run, or by the route outside a run).
+        What to await: with telemetry off, the call itself, no frame between.
         """
         if usage_of is None:
             usage_of = _usage_attribute
@@ -226,6 +198,29 @@ class Gateway:
             costing,
         )
         hedger = self.hedger if hedge else None
+        if url is not None:
+            telemetry = bound_or(self.telemetry)
+            if telemetry is not None:
+                lane = "flex" if self.flex else "live"
+                span = start_call(
+                    telemetry, url, body, call_id=call.call_id, agent=call.agent,
+                    dimension=call.dimension, lane=lane,
+                )  # fmt: skip
+                if span is not None:
+                    call.span = span
+                    return traced(
+                        span, self._call(attempt, call, estimated_tokens, usage_of, hedger), call
+                    )
+        return self._call(attempt, call, estimated_tokens, usage_of, hedger)
+
+    async def _call(
+        self,
+        attempt: Attempt[T],
+        call: Call,
+        estimated_tokens: int,
+        usage_of: Callable[[T], Usage | None],
+        hedger: Hedger | None,
+    ) -> T:
         try:
             failure: _TurnedAway | ProviderError | None = None
             try:
@@ -336,6 +331,8 @@ class Gateway:
             await collect_if_dropped(held, controller, endpoint)
         await slot.__aenter__()
         lease = Lease(slot, limiter, call.usage, call.costing)
+        if call.span is not None:  # told each answer's usage and cost as its lease is released
+            call.span.attempt_started(lease, slot.wait_s)
         signals = self.signals
         try:
             if call.costing is not None and call.costing.budget is not None:

@@ -40,6 +40,7 @@ class Lease:
         "costing",
         "on_answer",
         "on_reclaim",
+        "on_release",
         "reading",
         "sent_seq",
     )
@@ -68,6 +69,8 @@ class Lease:
         # What the gateway learns from each answer's headers (its rate-limit headers), told
         # this lease and the headers.
         self.on_answer: Callable[[Lease, Mapping[str, str]], None] | None = None
+        # Told the usage and cost once it is released (its call's OpenTelemetry span).
+        self.on_release: Callable[[Usage | None, Decimal | None], None] | None = None
         self.sent_seq = 0  # the request's place among its endpoint's sends (0: not sent)
         # Its share of the windows of the limits its endpoint announced, if any.
         self._learned: Reservation | None = None
@@ -166,6 +169,8 @@ class Lease:
                     unpriced=costing.price is None,
                     cost_unknown=unknown,
                 )
+        if self.on_release is not None:
+            self.on_release(usage, cost)
         return handed
 
     def _cost(self, usage: Usage | None) -> tuple[Decimal | None, bool]:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ProviderError
 from ..runtime import CachedAnswer, EndpointKey, Price, Runtime
+from ..telemetry import current_telemetry
 from ._batch_lane import BatchLane, batch_lane
 from ._cache import CacheUse
 from ._costing import Costing, Pricing
@@ -133,7 +134,11 @@ class Route:
         origin = origin_of(parsed)
         endpoint = endpoint_of(parsed)
         self.lane: Lane = lane or runtime.settings.llm_lane
-        self.gateway = Gateway.for_runtime(runtime, endpoint, own, lane=self.lane)
+        self.gateway = gateway = Gateway.for_runtime(runtime, endpoint, own, lane=self.lane)
+        # OpenTelemetry for its calls made outside a run (a run decides for its own calls).
+        gateway.telemetry = telemetry = current_telemetry()
+        if telemetry is not None:
+            telemetry.watch_limiter(gateway.controller)
         # Each request's model priced (in its lane): the caller's own price, else the runtime's.
         self.pricing = Pricing(runtime.prices, endpoint, price, self.lane)
         self._url = url
@@ -235,12 +240,15 @@ class Route:
                 usage_of=usage_of,
                 estimated_tokens=estimated,
                 costing=costing,
+                url=self._url,
+                body=body,
             )
-        return self._post_http(content, read, usage_of, agent, dimension, estimated, costing)
+        return self._post_http(content, body, read, usage_of, agent, dimension, estimated, costing)
 
     async def _post_http(
         self,
         content: bytes,
+        body: Mapping[str, Any],
         read: Callable[[Reply], T],
         usage_of: UsageOf[T],
         agent: str | None,
@@ -274,6 +282,8 @@ class Route:
                 usage_of=usage_of,
                 estimated_tokens=estimated,
                 costing=costing,
+                url=self._url,
+                body=body,
             )
         finally:
             entry.leave()
