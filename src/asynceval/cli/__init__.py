@@ -7,6 +7,8 @@ layer, and nothing but `asynceval.__main__` imports it).
     asynceval compare RUN_A RUN_B [--json]
     asynceval view RUN_DIR [RUN_DIR ...] [--out FILE.html] [--open]
     asynceval logs check EVENTS.jsonl [--limit N] [--json]
+    asynceval export RUN_DIR [RUN_DIR ...] --parquet OUT_DIR
+    asynceval sql RUN_DIR [RUN_DIR ...] "SELECT ..." [--format table|csv|json]
     asynceval cache stats [DIR] [--json]
     asynceval cache prune [DIR] [--max-bytes N] [--older-than DAYS] [--all]
     asynceval sim serve [--port 8000] [--latency 0.05] [--fault 503=0.1] ...
@@ -31,10 +33,12 @@ from ._cache import add_parser as add_cache_parser
 from ._compare import add_parser as add_compare_parser
 from ._errors import CLIError, handle_warnings, one_line
 from ._estimate import add_parser as add_estimate_parser
+from ._export import add_parser as add_export_parser
 from ._logs import add_parser as add_logs_parser
 from ._report import add_parser as add_report_parser
 from ._run import add_parser as add_run_parser
 from ._sim import add_parser as add_sim_parser
+from ._sql import add_parser as add_sql_parser
 from ._view import add_parser as add_view_parser
 
 
@@ -50,6 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     add_compare_parser(commands)
     add_view_parser(commands)
     add_logs_parser(commands)
+    add_export_parser(commands)
+    add_sql_parser(commands)
     add_cache_parser(commands)
     add_sim_parser(commands)
     return parser
