@@ -141,3 +141,31 @@ def test_a_run_that_bypassed_the_funnel_is_checked_on_its_funnel_calls_only() ->
     assert check.as_dict()["funnel_only"] is True
     alone = check_events(clean)
     assert not alone.funnel_only and alone.sdk_retry_calls == 0
+
+
+def test_a_resumed_runs_calls_answered_from_batches_it_took_over_are_counted(
+    tmp_path: Path,
+) -> None:
+    """A resumed run whose calls were all answered from a batch an earlier run left open made
+    no call that held a slot: its log is still checkable (those calls held no slot), and says
+    how many calls the batches it took over answered."""
+    header = {"event": "run_started", "run_id": "r2", "max_concurrent_llm_calls": 4}
+    reattached = {
+        "event": "batch_reattached", "run_id": "r2", "provider": "openai", "endpoint": "e",
+        "batch_key": "k", "batch_id": "batch_1", "requests": 40, "found": "journal",
+    }  # fmt: skip
+    lost = {**reattached, "batch_key": "k2", "batch_id": None, "found": "not_found"}
+    finished = {"event": "run_finished", "run_id": "r2"}
+    check = check_events([header, reattached, lost, finished])
+    assert check.checkable and check.ok, check.cannot_check
+    assert check.batch_calls == 40 and check.batches_reattached == 1 and check.batches == 0
+    log = tmp_path / "events.jsonl"
+    log.write_text("".join(json.dumps(e) + "\n" for e in [header, reattached, lost, finished]))
+    done = subprocess.run(
+        [sys.executable, "-m", "asynceval", "logs", "check", str(log)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "40 more holding no slot (40 in provider batches)" in done.stdout
+    assert "batches           0 created, 1 taken over from an earlier run" in done.stdout

@@ -31,7 +31,7 @@ def test_a_run_answered_wholly_from_the_cache_is_ok(tmp_path: Path) -> None:
     hits.append({"event": "journal_hit", "call_id": "j1"})
     done = _check(tmp_path, [HEADER, *hits])
     assert done.returncode == 0, done.stdout
-    assert "4 more answered from the cache or the journal, holding no slot" in done.stdout
+    assert "4 more holding no slot (3 from the cache, 1 from the journal)" in done.stdout
     assert "outside the funnel" not in done.stdout and done.stdout.strip().endswith("OK")
 
 

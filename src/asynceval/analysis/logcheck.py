@@ -16,7 +16,9 @@ SDK's own retries (their events carry `sdk_retry`) are counted in `sdk_retry_cal
 Calls of the batch lane (LLM_LANE=batch) went into provider batches (`batch_submitted` names
 each batch's call_ids): they held no slot (a batch's creation holds one, with its own call_id),
 so they are counted apart, in `batch_calls` (and `batches`), with the calls answered without a
-slot.
+slot. A resumed run's calls answered from batches an earlier segment left open
+(`batch_reattached`, found by journal or metadata) count there too, their batches in
+`batches_reattached`.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class LogCheck:
     journal_hits: int = 0  # calls of a resumed run answered from its call journal: no slot
     batch_calls: int = 0  # calls sent in provider batches (batch lane): no slot of their own
     batches: int = 0  # provider batches created (batch_submitted)
+    batches_reattached: int = 0  # batches a resumed run took over (batch_reattached)
     bypassed_clients: int = 0  # SDK clients seen sending around the funnel (funnel_bypassed)
     sdk_retry_calls: int = 0  # calls that were an SDK's own retry of a call the funnel retried
     cost_usd: float | None = None  # the sum of the released events' cost_usd (None: no cost)
@@ -197,6 +200,7 @@ class _Replay:
         self.calls: set[str] = set()
         self.sdk_retries: set[str] = set()  # calls that were an SDK's own retry
         self.batch_calls: set[str] = set()  # calls sent in provider batches
+        self.reattached_calls = 0  # lines of batches taken over from earlier segments
         self.bypassed = 0  # SDK clients the run's funnel_bypassed counted
         self.adaptive_held = True  # every adaptive limit stayed within the run's cap
         self.waits = waits
@@ -233,6 +237,11 @@ class _Replay:
             ids = event.get("call_ids")
             if isinstance(ids, list):
                 self.batch_calls.update(str(i) for i in ids if i)
+        elif name == "batch_reattached":
+            requests = event.get("requests")
+            if event.get("found") != "not_found" and isinstance(requests, int):
+                check.batches_reattached += 1
+                self.reattached_calls += requests
         elif name == "batch_completed":
             self.spend.batch_completed(event)
         elif name == "limit_changed":
@@ -301,7 +310,7 @@ class _Replay:
         check.budget_held = self.spend.held
         check.bypassed_clients += self.bypassed
         check.sdk_retry_calls += len(self.sdk_retries)
-        check.batch_calls += len(self.batch_calls)
+        check.batch_calls += len(self.batch_calls) + self.reattached_calls
         check.unresolved_429 += [c for c, state in self.after_429.items() if state == "pending"]
         check.calls += len(self.calls)
         check.max_in_flight = max(check.max_in_flight, self.max_in_flight)
@@ -379,6 +388,7 @@ def combine(replays: Iterable[RunReplay], limit: int | None = None) -> LogCheck:
         total.cache_hits += check.cache_hits
         total.journal_hits += check.journal_hits
         total.batch_calls += check.batch_calls
+        total.batches_reattached += check.batches_reattached
         total.batches += check.batches
         total.bypassed_clients += check.bypassed_clients
         total.sdk_retry_calls += check.sdk_retry_calls

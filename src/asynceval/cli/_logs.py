@@ -42,12 +42,25 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value * 1000:.1f} ms"
 
 
+def _no_slot(check: LogCheck) -> str:
+    """Where the calls that held no slot were answered, e.g. "3 from the cache, 40 in batches"."""
+    parts = [
+        (check.cache_hits, "from the cache"),
+        (check.journal_hits, "from the journal"),
+        (check.batch_calls, "in provider batches"),
+    ]
+    return ", ".join(f"{count} {where}" for count, where in parts if count)
+
+
 def _print_limit(check: LogCheck) -> None:
     stored = check.answered_without_slot
-    answered = (
-        f", {stored} more answered from the cache or the journal, holding no slot" if stored else ""
-    )
+    answered = f", {stored} more holding no slot ({_no_slot(check)})" if stored else ""
     print(f"events            {check.events} ({check.calls} calls{answered})")
+    if check.batches or check.batches_reattached:
+        taken = f", {check.batches_reattached} taken over from an earlier run" * bool(
+            check.batches_reattached
+        )
+        print(f"batches           {check.batches} created{taken}")
     reason = check.cannot_check
     if reason is not None:
         print(f"max in flight     cannot check: {reason}")
