@@ -28,7 +28,9 @@ async def test_a_run_is_a_span_with_a_child_per_repetition_and_a_grandchild_per_
     for call in calls:
         assert call.parent is not None
         parent = by_span[call.parent.span_id]  # each call's parent is a repetition's span
-        pairs.add((parent.attributes["asynceval.task_id"], parent.attributes["asynceval.repeat_idx"]))
+        pairs.add(
+            (parent.attributes["asynceval.task_id"], parent.attributes["asynceval.repeat_idx"])
+        )
     assert pairs == {(f"t{i}", r) for i in range(3) for r in range(2)}
     assert run.attributes["asynceval.benchmark"] == "Ask"
     assert run.attributes["asynceval.n_tasks"] == 3
