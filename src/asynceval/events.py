@@ -323,9 +323,10 @@ def batch_reattached(
     """A resumed run (`--resume`) took over a batch an earlier segment left open: its
     `requests` lines are collected, not sent again, and each answers the resumed call with the
     same call-journal key. `found`: "journal" (its id was journaled), "metadata" (killed before
-    its id was: found in the provider's list by `asynceval_batch_key`), or "not_found" (no
-    batch at the provider holds it, or the provider cannot be asked: Anthropic; a WARNING, its
-    lines are sent again)."""
+    its id was: found in OpenAI's list by `asynceval_batch_key`), "matched" (the same at
+    Anthropic: the only batch of its time and size), or "not_found" (no batch at the provider
+    can be told to be its, or a matched batch's answers were another's: a WARNING, its lines
+    are sent again)."""
     fields = {"provider": provider, "endpoint": endpoint, "batch_key": batch_key}
     counts = {"batch_id": batch_id, "requests": requests, "found": found}
     if found != "not_found":

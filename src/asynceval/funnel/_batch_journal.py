@@ -75,6 +75,9 @@ class BatchJournal(Protocol):
         """The batches an earlier segment left open at this provider's API base `endpoint`
         (each handed out once)."""
 
+    def known_ids(self) -> set[str]:
+        """The ids of every batch the journal held when it was first used (its run's own)."""
+
 
 class NoBatchJournal:
     """A batch journal that keeps nothing (no run directory)."""
@@ -98,6 +101,9 @@ class NoBatchJournal:
     def claim(self, provider: str, endpoint: str) -> list[OpenBatch]:
         return []
 
+    def known_ids(self) -> set[str]:
+        return set()
+
     def __repr__(self) -> str:
         return "NO_BATCH_JOURNAL"
 
@@ -113,7 +119,9 @@ class FileBatchJournal:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
-        self._open = open_batches(self.records())
+        records = self.records()
+        self._open = open_batches(records)
+        self._known = {str(r.get("batch_id")) for r in records if r.get("record") == "created"}
 
     def __repr__(self) -> str:
         return f"FileBatchJournal({str(self.path)!r})"
@@ -148,6 +156,9 @@ class FileBatchJournal:
             mine = [b for b in self._open if (b.provider, b.endpoint) == (provider, endpoint)]
             self._open = [b for b in self._open if b not in mine]
         return mine
+
+    def known_ids(self) -> set[str]:
+        return set(self._known)
 
     def records(self) -> list[dict[str, object]]:
         """Every record, in order (a line cut short by a kill is skipped)."""

@@ -13,11 +13,12 @@ identical requests that repetition made before it), which a resumed run's calls 
   later resume replays it), and each answer goes to the resumed call with the same key, which
   waited for it instead of sending a new line (a call that comes after the batch was collected
   gets its answer at once);
-- an intent with no id is looked up at the provider: OpenAI's batches carry their key in their
-  metadata (`asynceval_batch_key`); found, it is followed as above (and its id journaled); not
-  found, or at Anthropic (whose batches have no metadata), its lines were never created, or
-  cannot be told apart: the calls that wait for them are queued as new lines (`found:
-  "not_found"`, a WARNING);
+- an intent with no id is looked up at the provider (`asynceval.funnel._batch_find`): an
+  OpenAI batch by the key in its metadata (`asynceval_batch_key`), an Anthropic batch by being
+  the only one that could be its (its time and size; its answers checked); found, it is
+  followed as above (and its id journaled); not found, its lines were never created, or cannot
+  be told apart: the calls that wait for them are queued as new lines (`found: "not_found"`, a
+  WARNING);
 - an expired or errored line goes back to its call, which sends it again within
   RETRY_MAX_ATTEMPTS, as in the run that sent it.
 
@@ -32,7 +33,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
@@ -40,8 +41,9 @@ import anyio.to_thread
 from .. import events
 from ..errors import ProviderError
 from ..runtime import CachedAnswer
+from ._batch_find import find_batch, owns
 from ._batch_line import Batch, BatchLine, State
-from ._batch_wire import METADATA_KEY, LineResult
+from ._batch_wire import LineResult
 
 if TYPE_CHECKING:
     from ._batch_journal import OpenBatch
@@ -50,8 +52,6 @@ if TYPE_CHECKING:
 
 MAX_POLL_S = 60.0
 """The longest wait between two looks at a batch taken over."""
-LIST_PAGES = 20
-"""How many pages (of 100) of the provider's batches are read to find an intent with no id."""
 
 
 class BatchResume:
@@ -66,6 +66,7 @@ class BatchResume:
                 self._by_key[key] = batch
         self._waiting: dict[str, BatchLine] = {}  # call key -> the resumed call's line
         self._answers: dict[str, LineResult] = {}  # collected, no call came for it yet
+        self._matched: set[str] = set()  # ids found for intents that had none
         self.started = False
         self.active = bool(found)
 
@@ -103,8 +104,12 @@ class BatchResume:
         wire = batcher.wire
         how = "journal"
         if batch.batch_id is None:
-            batch.batch_id = await self._find(batch)
-            how = "metadata" if batch.batch_id is not None else "not_found"
+            taken = self.batcher.journal.known_ids() | self._matched
+            batch.batch_id, how = await find_batch(
+                batcher.http, wire, batcher.headers, batch, taken
+            )
+            if batch.batch_id is not None:
+                self._matched.add(batch.batch_id)
         events.batch_reattached(
             provider=wire.provider,
             endpoint=wire.base,
@@ -117,7 +122,7 @@ class BatchResume:
             for key, _url in batch.lines.values():
                 self._release(key)  # never created (or not to be found): sent again
             return
-        if how == "metadata":
+        if how != "journal":
             await journaled(batcher.journal.created, batch.batch_key, batch.batch_id)
         try:
             found = await self._follow(batch.batch_id, list(batch.lines))
@@ -132,6 +137,18 @@ class BatchResume:
                 expired=len(batch.lines),
                 elapsed_s=time.time() - batch.time,
             )
+            return
+        if how == "matched" and not owns(batch, found):  # another's batch: sent again
+            events.batch_reattached(
+                provider=wire.provider,
+                endpoint=wire.base,
+                batch_key=batch.batch_key,
+                batch_id=batch.batch_id,
+                requests=len(batch.lines),
+                found="not_found",
+            )
+            for key, _url in batch.lines.values():
+                self._release(key)
             return
         await keep_answers(batcher.calls, batch.lines, found)
         await journaled(batcher.journal.ended, batch.batch_id)
@@ -163,28 +180,6 @@ class BatchResume:
                     raise
             await anyio.sleep(delay)
             delay = min(delay * 2, MAX_POLL_S)
-
-    async def _find(self, batch: OpenBatch) -> str | None:
-        """The id of the provider's batch made for `batch` (OpenAI: by its metadata), if any."""
-        if self.batcher.wire.provider != "openai":
-            return None  # Anthropic's batches carry no key of ours
-        http, wire = self.batcher.http, self.batcher.wire
-        params: dict[str, Any] = {"limit": 100}
-        for _ in range(LIST_PAGES):
-            request = wire._request("GET", "batches", self.batcher.headers, params=params)
-            try:
-                listed = (await http.fetch(request)).json()
-            except (ProviderError, ValueError):
-                return None
-            data = listed.get("data") if isinstance(listed, dict) else None
-            for item in data if isinstance(data, list) else ():
-                metadata = item.get("metadata") if isinstance(item, dict) else None
-                if isinstance(metadata, dict) and metadata.get(METADATA_KEY) == batch.batch_key:
-                    return str(item.get("id"))
-            if not data or not listed.get("has_more"):
-                return None
-            params["after"] = data[-1].get("id")
-        return None
 
     def _hand_out(self, batch: OpenBatch, found: dict[str, LineResult]) -> None:
         """Each line's answer to the resumed call with its key (or kept for one to come)."""
