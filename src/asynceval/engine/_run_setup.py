@@ -6,16 +6,21 @@ from __future__ import annotations
 import os
 import platform
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
+from os import PathLike
 from typing import TYPE_CHECKING, Any
 
+from .. import _event_output, events
 from .._version import __version__
+from ..config import Settings
 from ..errors import ConfigError
 from ..limits import ConcurrencyController
 from ..runtime import Runtime
 from ._adaptive_repeats import AdaptiveRepeats
 from ._adaptive_schedule import AdaptiveSchedule
+from .run_lock import hold
 
 if TYPE_CHECKING:
     from .benchmark import Benchmark
@@ -130,3 +135,23 @@ def run_key(run: Run) -> str | None:
     if run.results_path is None:
         return None
     return os.path.abspath(os.fspath(run.results_path))
+
+
+@contextmanager
+def results_held(results_path: str | PathLike[str], settings: Settings) -> Iterator[None]:
+    """A run's results file held (`RunLocked` when another run writes it; a lock left by a dead
+    run is taken over, with a `run_lock_taken_over` event) and its events file open beside it."""
+    with (
+        hold(results_path) as lock,
+        _event_output.run_events_file(_event_output.events_path_for(results_path), settings),
+    ):
+        if lock is not None and lock.taken_over is not None:
+            left = lock.taken_over
+            events.ensure_logging(settings)
+            events.run_lock_taken_over(
+                directory=os.path.dirname(lock.results_path),
+                pid=left.pid or 0,
+                host=left.host or "",
+                started_at=left.started_at,
+            )
+        yield

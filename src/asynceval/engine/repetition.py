@@ -32,6 +32,7 @@ from ..limits import RetryPolicy
 from ..runtime import Bridge, bridge_scope
 from ..telemetry import Telemetry, TracedBlock, current_telemetry, telemetry_scope
 from ._error_kinds import ErrorKind, with_kind
+from ._hook_results import auto_register, split_agents
 from ._watch import cancel_tasks_left, count_calls_cut, end_tasks_left, live_calls, observe_calls
 from ._watch import watch_loop as _watch_loop
 from .context import TaskContext, task_context
@@ -236,12 +237,12 @@ class Repetitions:
         environment = await call_maybe_async(bench.setup_environment, data, task)
         user = await call_maybe_async(bench.setup_user, data, environment, task)
         agents = await call_maybe_async(bench.setup_agents, data, environment, task, user)
-        agents_to_run, agents_by_name = _split_agents(agents)
+        agents_to_run, agents_by_name = split_agents(agents)
         state.agents = agents_by_name
         evaluators = await call_maybe_async(
             bench.setup_evaluators, environment, task, agents_by_name, user
         )
-        _auto_register(bench.registry, environment, user, agents_by_name)
+        auto_register(bench.registry, environment, user, agents_by_name)
         state.phase = "execution"
         answer = await call_maybe_async(
             bench.execution_loop, agents_to_run, task, environment, user
@@ -390,34 +391,3 @@ _NO_DEADLINE: nullcontext[None] = nullcontext()  # reusable: no cancel scope wit
 
 _LOOP_ENDED = (TaskExecutionStatus.SUCCESS, TaskExecutionStatus.EVALUATION_FAILED)
 _LOOP_ENDED_VALUES = frozenset(status.value for status in _LOOP_ENDED)
-
-
-def _split_agents(agents: Any) -> tuple[list[Any], dict[str, Any]]:
-    """setup_agents may return (agents_to_run, agents_by_name), a dict by name, or a list."""
-    if isinstance(agents, tuple) and len(agents) == 2:
-        to_run, by_name = agents
-        return list(to_run), dict(by_name)
-    if isinstance(agents, Mapping):
-        return list(agents.values()), dict(agents)
-    if isinstance(agents, list):
-        return agents, {f"agent_{index}": agent for index, agent in enumerate(agents)}
-    raise TypeError(
-        "setup_agents must return (agents_to_run, agents_by_name), a dict of agents by name, "
-        f"or a list of agents; got {type(agents).__name__}"
-    )
-
-
-def _auto_register(
-    registry: Any, environment: Any, user: Any, agents_by_name: Mapping[str, Any]
-) -> None:
-    """Register the repetition's traceable parts the benchmark did not register itself."""
-    parts = [("environment", "environment", environment), ("user", "user", user)]
-    parts += [("agents", name, agent) for name, agent in agents_by_name.items()]
-    for category, name, component in parts:
-        # hasattr, not isinstance on the Protocols: a runtime Protocol check is slow per call.
-        if (
-            component is not None
-            and (hasattr(component, "gather_traces") or hasattr(component, "gather_config"))
-            and not registry.is_registered(component)
-        ):
-            registry.register(category, name, component)

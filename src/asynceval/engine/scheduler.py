@@ -10,7 +10,6 @@ far, then the task's TimeoutAction may run it once more. Infrastructure failures
 
 from __future__ import annotations
 
-import os
 import time
 from collections import Counter, deque
 from collections.abc import Awaitable, Mapping, Sequence
@@ -24,18 +23,18 @@ import anyio.lowlevel
 import anyio.to_thread
 from anyio.from_thread import BlockingPortal
 
-from .. import _event_output, events
+from .. import events
 from ..errors import BackendLost, TaskSpecError
 from ..funnel import CallJournal, journal_scope
 from ..limits import ConcurrencyController, CostBudget, budget_scope
 from ..runtime import RunGcThreshold
-from . import run_lock
 from ._adaptive_repeats import AdaptiveRepeats
 from ._run_inputs import QueueArg, TaskSource, agent_data_resolver, checked_ids, make_queue
 from ._run_setup import (
     adaptive_schedule,
     check_paths,
     check_resumable,
+    results_held,
     run_attributes,
     run_header,
     run_key,
@@ -133,21 +132,7 @@ class Run:
         the connection pools the run opened are closed at its end."""
         if self.results_path is None:
             return await self._execute_bound()
-        with (
-            run_lock.hold(self.results_path) as lock,  # RunLocked: another run writes it
-            _event_output.run_events_file(
-                _event_output.events_path_for(self.results_path), self.settings
-            ),
-        ):
-            if lock is not None and lock.taken_over is not None:
-                left = lock.taken_over
-                events.ensure_logging(self.settings)
-                events.run_lock_taken_over(
-                    directory=os.path.dirname(lock.results_path),
-                    pid=left.pid or 0,
-                    host=left.host or "",
-                    started_at=left.started_at,
-                )
+        with results_held(self.results_path, self.settings):  # RunLocked: another run writes it
             return await self._execute_bound()
 
     async def _execute_bound(self) -> RunReports:
