@@ -18,10 +18,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import anyio
 import httpx
 import pytest
+
+from asynceval import Benchmark, OpenAIChatModel, Task
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
 
 PHOENIX = os.environ.get("ASYNCEVAL_PHOENIX", "")
 PROJECT = "asynceval-tests"
@@ -167,3 +173,127 @@ def test_phoenix_gives_back_the_spans_the_otlp_exporter_sent(phoenix: Phoenix) -
     assert spans["parent"]["context"]["span_id"] == f"{parent.get_span_context().span_id:016x}"
     assert spans["child"]["parent_id"] == spans["parent"]["context"]["span_id"]
     assert spans["child"]["attributes"]["n"] == 7
+
+
+def otlp_provider(phoenix: Phoenix, project: str = PROJECT) -> TracerProvider:
+    """An SDK tracer provider whose batch processor exports to `phoenix` over OTLP/HTTP
+    (protobuf), its spans in `project` (Phoenix reads the resource's
+    `openinference.project.name`)."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    resource = Resource.create({"service.name": "asynceval", "openinference.project.name": project})
+    provider = TracerProvider(resource=resource)
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(phoenix.traces_endpoint)))
+    return provider
+
+
+@contextmanager
+def global_tracer_provider(provider: TracerProvider) -> Iterator[None]:
+    """`provider` as OpenTelemetry's global tracer provider in this block, as an application
+    sets it (`trace.set_tracer_provider`); the one before it (none, usually) back after. The API
+    sets its global once per process: this resets that, as opentelemetry-test-utils'
+    `reset_trace_globals` does."""
+    from opentelemetry import trace
+    from opentelemetry.util._once import Once
+
+    saved = trace._TRACER_PROVIDER, trace._TRACER_PROVIDER_SET_ONCE
+    trace._TRACER_PROVIDER_SET_ONCE = Once()
+    trace.set_tracer_provider(provider)
+    try:
+        yield
+    finally:
+        trace._TRACER_PROVIDER, trace._TRACER_PROVIDER_SET_ONCE = saved
+
+
+class TwoCalls(Benchmark):
+    """Each repetition asks the simulated provider twice: a warm-up sum, then the task's query."""
+
+    def __init__(self, model: OpenAIChatModel) -> None:
+        super().__init__(n_task_repeats=2)
+        self.model = model
+
+    async def setup_agents(
+        self, agent_data: Any, environment: Any, task: Task, user: Any
+    ) -> tuple[list[Any], dict[str, Any]]:
+        async def solver(query: str) -> str:
+            await self.model.generate("What is 2 + 2?", agent="solver")
+            return (await self.model.generate(query, agent="solver")).text.strip()
+
+        return [solver], {"solver": solver}
+
+    async def setup_evaluators(
+        self, environment: Any, task: Task, agents_by_name: Any, user: Any
+    ) -> list[Any]:
+        def exact(task: Task, answer: str, traces: Any) -> dict[str, Any]:
+            return {"passed": answer == task.evaluation_data["expected"]}
+
+        return [exact]
+
+
+async def _run_two_calls(results: Path) -> list[dict[str, Any]]:
+    tasks = [
+        Task(query=f"What is {n} * 7?", id=f"times-{n}", evaluation_data={"expected": str(7 * n)})
+        for n in range(3)
+    ]
+    async with OpenAIChatModel() as model:  # LLM_BASE_URL unset: the embedded simulator
+        return await TwoCalls(model).run(tasks, results_path=results)
+
+
+def test_a_run_in_phoenix_is_one_trace_run_repetitions_and_their_calls(
+    phoenix: Phoenix, tmp_path: Path
+) -> None:
+    """A run with the application's global SDK provider exporting to Phoenix: one
+    `asynceval.run` span, an `asynceval.repetition` child per (task, repeat), a `chat
+    asynceval-sim` child of its repetition per LLM call with its GenAI attributes and usage
+    (which add up to the repetition's report), all read back from Phoenix."""
+    provider = otlp_provider(phoenix)
+    with global_tracer_provider(provider):
+        reports = anyio.run(_run_two_calls, tmp_path / "results.jsonl")
+        assert provider.force_flush()
+    provider.shutdown()
+    assert len(reports) == 6
+    calls = sum(report["usage"]["llm_calls"] for report in reports)
+    assert calls == 12
+
+    spans = phoenix.wait_for_spans(1 + 6 + calls)
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for span in spans:
+        by_name.setdefault(span["name"], []).append(span)
+    assert sorted(by_name) == ["asynceval.repetition", "asynceval.run", "chat asynceval-sim"]
+
+    (run,) = by_name["asynceval.run"]
+    assert run["parent_id"] is None
+    assert run["attributes"]["asynceval.run_id"] == reports[0]["run_id"]
+    assert run["attributes"]["asynceval.repetitions"] == 6
+    trace_id = run["context"]["trace_id"]
+    assert {span["context"]["trace_id"] for span in spans} == {trace_id}
+
+    reports_by_key = {(r["task_id"], r["repeat_idx"]): r for r in reports}
+    repetitions: dict[str, dict[str, Any]] = {}
+    for span in by_name["asynceval.repetition"]:
+        assert span["parent_id"] == run["context"]["span_id"]
+        attributes = span["attributes"]
+        key = (attributes["asynceval.task_id"], attributes["asynceval.repeat_idx"])
+        assert attributes["asynceval.status"] == "success"
+        assert [event["name"] for event in span["events"]] == ["gen_ai.evaluation.result"]
+        repetitions[span["context"]["span_id"]] = {"key": key, "calls": []}
+    keys = sorted(repetition["key"] for repetition in repetitions.values())
+    assert keys == sorted(reports_by_key)  # one span per (task, repeat)
+
+    for span in by_name["chat asynceval-sim"]:
+        attributes = span["attributes"]
+        assert span["parent_id"] in repetitions
+        assert attributes["gen_ai.operation.name"] == "chat"
+        assert attributes["gen_ai.request.model"] == "asynceval-sim"
+        assert attributes["gen_ai.usage.input_tokens"] > 0
+        assert attributes["gen_ai.usage.output_tokens"] > 0
+        repetitions[span["parent_id"]]["calls"].append(attributes)
+    for repetition in repetitions.values():
+        usage = reports_by_key[repetition["key"]]["usage"]
+        assert len(repetition["calls"]) == usage["llm_calls"] == 2
+        inputs = sum(call["gen_ai.usage.input_tokens"] for call in repetition["calls"])
+        outputs = sum(call["gen_ai.usage.output_tokens"] for call in repetition["calls"])
+        assert (inputs, outputs) == (usage["prompt_tokens"], usage["completion_tokens"])
