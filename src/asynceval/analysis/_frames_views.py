@@ -19,12 +19,12 @@ CREATE OR REPLACE TEMP MACRO _asynceval_score(ev) AS (
             THEN CASE WHEN list_bool_and(list_transform(
                     list_filter(CAST(ev AS JSON[]),
                         lambda e: json_type(e -> 'passed') = 'BOOLEAN'),
-                    lambda e: (e ->> 'passed')::BOOLEAN)) THEN 1.0 ELSE 0.0 END
+                    lambda e: TRY_CAST(e ->> 'passed' AS BOOLEAN))) THEN 1.0 ELSE 0.0 END
         ELSE list_avg(list_transform(
             list_filter(CAST(ev AS JSON[]),
                 lambda e: json_type(e -> 'score') IN ('BIGINT', 'UBIGINT', 'DOUBLE')
-                    AND (e ->> 'score')::DOUBLE BETWEEN 0 AND 1),
-            lambda e: (e ->> 'score')::DOUBLE))
+                    AND TRY_CAST(e ->> 'score' AS DOUBLE) BETWEEN 0 AND 1),
+            lambda e: TRY_CAST(e ->> 'score' AS DOUBLE)))
     END
 )"""
 
@@ -167,7 +167,8 @@ WITH headers AS (
     GROUP BY _dir, run_id
 ), finished AS (
     SELECT _dir, run_id, arg_max(timestamp, seq) AS finished_at,
-        arg_max(duration_s, seq) AS duration_s, arg_max(fields, seq) AS fields
+        arg_max(duration_s, seq) AS duration_s, arg_max(cost_usd, seq) AS cost_usd,
+        arg_max(fields, seq) AS fields
     FROM _events_all
     WHERE event = 'run_finished' AND run_id IS NOT NULL
     GROUP BY _dir, run_id
@@ -201,7 +202,7 @@ WITH headers AS (
         coalesce(TRY_CAST(s.fields ->> 'max_concurrent_tasks' AS BIGINT),
             h.max_concurrent_tasks) AS max_concurrent_tasks,
         coalesce(r.repetitions, 0) AS repetitions,
-        coalesce(TRY_CAST(f.fields ->> 'cost_usd' AS DOUBLE), r.cost_usd) AS cost_usd,
+        coalesce(f.cost_usd, r.cost_usd) AS cost_usd,
         (f.fields -> 'counts')::VARCHAR AS counts,
         coalesce(h.asynceval_version, m.asynceval_version) AS asynceval_version,
         h.python AS python_version, m.host, m.pid, m.argv, h.settings::VARCHAR AS settings

@@ -158,7 +158,10 @@ def query(sql: str, *dirs: RunPath) -> duckdb.DuckDBPyRelation | None:
     events.jsonl): its result as a relation (`.show()`, `.fetchall()`, `.df()`), or None for a
     statement without one. DuckDB's own errors (`duckdb.Error`) reach the caller as they are."""
     catalog = Catalog(dirs)
-    named = catalog.connection.get_table_names(sql, qualified=False)
+    try:
+        named = catalog.connection.get_table_names(sql, qualified=False)
+    except duckdb.Error:  # a query DuckDB must bind to name its tables (a JOIN ... USING)
+        named = set(TABLES)
     catalog.require(name for name in TABLES if name in named)
     return catalog.connection.sql(sql)
 
