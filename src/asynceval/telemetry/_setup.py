@@ -19,6 +19,7 @@ from collections.abc import Mapping
 _logger = logging.getLogger("asynceval.telemetry")
 _lock = threading.Lock()
 _done: list[bool] = []  # once per process: [whether it set the providers up]
+# (a module-level record, not a Runtime's: OpenTelemetry's global providers are per process)
 
 _ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 
@@ -39,9 +40,9 @@ def setup_from_env() -> bool:
     with _lock:
         if _done:
             return _done[0]
-        _done.append(False)
         if not endpoint_configured(os.environ):
-            return False
+            return False  # asked again later, the environment may say otherwise
+        _done.append(False)
         try:
             from opentelemetry import metrics, trace
             from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
