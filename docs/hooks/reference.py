@@ -105,6 +105,10 @@ def event_names() -> dict[str, str]:
     }
 
 
+_EMITTER_MODULES = frozenset({"asynceval.events", "asynceval._events_signals"})
+"""Where the named emitters live: `asynceval.events` and its room for provider signals."""
+
+
 def _emitters() -> Iterator[tuple[str, str, Callable[..., None], ast.AST]]:
     """(event name, level, emitter, its syntax tree) of each named emitter, in the order of the
     source: a public function of `asynceval.events` that calls the writer with a level and an
@@ -113,7 +117,7 @@ def _emitters() -> Iterator[tuple[str, str, Callable[..., None], ast.AST]]:
 
     names = event_names()
     for function in vars(events).values():
-        if not inspect.isfunction(function) or function.__module__ != events.__name__:
+        if not inspect.isfunction(function) or function.__module__ not in _EMITTER_MODULES:
             continue
         if function.__name__.startswith("_"):
             continue
