@@ -47,6 +47,7 @@ def test_sql_prints_a_table_csv_or_json(
     latest = [r for r in frames.repetitions(mixed_run).to_pylist() if r["latest"]]
     assert {r["status"] for r in rows} == {r["status"] for r in latest}
     assert sum(r["n"] for r in rows) == sum(r["llm_calls"] for r in latest)
+    assert all(type(r["retries"]) is int for r in rows)  # DuckDB's sum of ints: an int
     assert main(["sql", str(mixed_run), query, "--format", "csv"]) == 0
     table = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert [(r["status"], int(r["n"])) for r in table] == [(r["status"], r["n"]) for r in rows]

@@ -70,6 +70,14 @@ def test_a_run_without_events_has_runs_and_repetitions_but_no_calls(tmp_path: Pa
     assert row["finished_at"] is None and row["started_at"].year == 2026
 
 
+def test_a_path_with_a_quote_is_read(mixed_run: Path, tmp_path: Path) -> None:
+    run = tmp_path / "it's a run"
+    run.mkdir()
+    for name in ("results.jsonl", "events.jsonl", "run.json"):
+        (run / name).write_bytes((mixed_run / name).read_bytes())
+    assert frames.tables(run)["repetitions"].num_rows == 16
+
+
 def test_a_value_of_the_wrong_type_is_null_and_a_damaged_line_is_skipped(tmp_path: Path) -> None:
     run = _results_only_run(tmp_path / "run", [[{"passed": True}]])
     with open(run / "results.jsonl", "a", encoding="utf-8") as file:

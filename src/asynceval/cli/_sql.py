@@ -131,9 +131,11 @@ def _json(rows: Iterator[tuple[Any, ...]], columns: list[str], out: TextIO) -> N
 
 
 def _plain(value: Any) -> Any:
-    """A value JSON and CSV can hold: times as ISO 8601, decimals as floats, else its text."""
+    """A value JSON and CSV can hold: times as ISO 8601, decimals as numbers (a whole one as
+    an int: DuckDB's sum of integers is a 128-bit integer, which Arrow holds as a decimal),
+    else its text."""
     if isinstance(value, datetime | date | time):
         return value.isoformat()
     if isinstance(value, Decimal):
-        return float(value)
+        return int(value) if value == value.to_integral_value() else float(value)
     return value if isinstance(value, str | int | float | bool) else str(value)
