@@ -146,3 +146,15 @@ def test_several_directories_are_one_table_each(mixed_run: Path, batch_run: Path
         == frames.events(mixed_run).num_rows + frames.events(batch_run).num_rows
     )
     assert [r["run_dir"] for r in _rows(both["runs"])] == [str(mixed_run)] * 2 + [str(batch_run)]
+
+
+def test_connect_gives_duckdb_views_of_the_same_tables(mixed_run: Path) -> None:
+    con = frames.connect(mixed_run)
+    tables = frames.tables(mixed_run)
+    for name in frames.TABLES:
+        assert con.sql(f"SELECT count(*) FROM {name}").fetchall() == [(tables[name].num_rows,)]
+    joined = con.sql(
+        "SELECT count(*) FROM calls c JOIN repetitions r ON c.run_id = r.run_id "
+        "AND c.task_id = r.task_id AND c.repeat_idx = r.repeat_idx"
+    ).fetchall()
+    assert joined == [(tables["calls"].num_rows,)]  # every call joins its one report
