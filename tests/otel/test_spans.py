@@ -3,9 +3,17 @@ provider), with the GenAI conventions' attributes, retries as events and scores 
 
 from __future__ import annotations
 
-from asynceval import Task
+import pytest
+
+from asynceval import OpenAIChatModel, Task
 from asynceval.sim import SimConfig
-from asynceval.telemetry import EVALUATION_EVENT, REPETITION_SPAN, RETRY_EVENT, RUN_SPAN
+from asynceval.telemetry import (
+    EVALUATION_EVENT,
+    REPETITION_SPAN,
+    RETRY_EVENT,
+    RUN_SPAN,
+    telemetry_scope,
+)
 
 from .conftest import Ask, Recorded
 
@@ -98,3 +106,35 @@ async def test_a_call_that_fails_for_good_has_its_error_type(recorded: Recorded)
     [repetition] = recorded.spans(REPETITION_SPAN)
     assert repetition.status.status_code.name == "ERROR"
     assert repetition.attributes["asynceval.status"] != "success"
+
+
+async def test_a_priced_calls_span_says_what_it_cost(recorded: Recorded) -> None:
+    """The simulated provider's own model has a price: the call's `asynceval.cost_usd` is what
+    the repetition's report counts, and the repetition's span says it too."""
+    bench = Ask()
+    bench.model = OpenAIChatModel(sim_config=SimConfig(latency=0.0))  # model asynceval-sim
+    [report] = await bench.run(TASKS[:1])
+    [call] = recorded.spans("chat asynceval-sim")
+    assert call.attributes["asynceval.cost_usd"] == pytest.approx(report["usage"]["cost_usd"])
+    assert report["usage"]["cost_usd"] > 0
+    [repetition] = recorded.spans(REPETITION_SPAN)
+    assert repetition.attributes["asynceval.cost_usd"] == report["usage"]["cost_usd"]
+
+
+async def test_a_call_outside_any_run_is_a_root_span(recorded: Recorded) -> None:
+    model = OpenAIChatModel(model="solo", sim_config=SimConfig(latency=0.0))
+    await model.generate([{"role": "user", "content": "hi"}])
+    [call] = recorded.spans("chat solo")
+    assert call.parent is None
+    assert call.attributes["gen_ai.usage.output_tokens"] > 0
+
+
+async def test_a_run_bound_off_records_nothing(recorded: Recorded) -> None:
+    """`telemetry_scope(None)` inside a block with telemetry: the run decides off, and its
+    calls record nothing, though their route was built where telemetry was on."""
+    bench = Ask()
+    await bench.model.generate([{"role": "user", "content": "warm the route"}])
+    before = len(recorded.spans())
+    with telemetry_scope(None):
+        await bench.run(TASKS)
+    assert len(recorded.spans()) == before
