@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from .otel.test_phoenix import PHOENIX, Phoenix, phoenix_server
+from .otel.test_phoenix import PHOENIX, Phoenix, shared_phoenix
 
 ROOT = Path(__file__).parents[1]
 PAGE = ROOT / "docs" / "guides" / "observability.md"
@@ -58,38 +58,43 @@ def _checkout(root: Path) -> Path:
     return root
 
 
-def _tree(phoenix: Phoenix, project: str, count: int) -> Counter[tuple[str, str | None]]:
-    """(span name, its parent's name) counted over `project`'s spans, all of one trace."""
-    spans = phoenix.wait_for_spans(count, project=project)
+def _tree(
+    phoenix: Phoenix, project: str, count: int, trace_id: str | None = None
+) -> Counter[tuple[str, str | None]]:
+    """(span name, its parent's name) counted over `project`'s spans (of one trace, if given),
+    which must be of one trace."""
+    spans = phoenix.wait_for_spans(count, project=project, trace_id=trace_id)
     assert len({span["context"]["trace_id"] for span in spans}) == 1, project
     names = {span["context"]["span_id"]: span["name"] for span in spans}
     return Counter((span["name"], names.get(span["parent_id"])) for span in spans)
 
 
 @pytest.mark.skipif(not PHOENIX, reason="ASYNCEVAL_PHOENIX is unset (.ci/run sets it)")
-def test_the_guides_phoenix_lines_send_their_runs_to_phoenix(tmp_path: Path) -> None:
+def test_the_guides_phoenix_lines_send_their_runs_to_phoenix(
+    tmp_path: Path, pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    phoenix = shared_phoenix(pytestconfig, tmp_path_factory)
     cwd = _checkout(tmp_path / "checkout")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PHOENIX_"))}
-    with phoenix_server(tmp_path / "phoenix") as phoenix:
-        printed = ""
-        for line in phoenix_lines()[2:]:
-            done = subprocess.run(
-                line.replace(ADDRESS, phoenix.url),
-                shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
-                check=False,
-            )  # fmt: skip
-            assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
-            printed += done.stdout
+    printed = ""
+    for line in phoenix_lines()[2:]:
+        done = subprocess.run(
+            line.replace(ADDRESS, phoenix.url),
+            shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
+        printed += done.stdout
 
-        assert _tree(phoenix, "asynceval", 1 + 6 + 12) == {
-            ("asynceval.run", None): 1,
-            ("asynceval.repetition", "asynceval.run"): 6,
-            ("chat asynceval-sim", "asynceval.repetition"): 12,
-        }
-        assert f"{phoenix.url}/redirects/traces/" in printed
-        # examples/arithmetic.py: 40 tasks, one call each, the run's spans from the environment
-        assert _tree(phoenix, "arithmetic", 1 + 40 + 40) == {
-            ("asynceval.run", None): 1,
-            ("asynceval.repetition", "asynceval.run"): 40,
-            ("chat asynceval-sim", "asynceval.repetition"): 40,
-        }
+    found = re.search(rf"{phoenix.url}/redirects/traces/(\w{{32}})\n", printed)
+    assert found is not None, printed
+    assert _tree(phoenix, "asynceval", 1 + 6 + 12, trace_id=found.group(1)) == {
+        ("asynceval.run", None): 1,
+        ("asynceval.repetition", "asynceval.run"): 6,
+        ("chat asynceval-sim", "asynceval.repetition"): 12,
+    }
+    # examples/arithmetic.py: 40 tasks, one call each, the run's spans from the environment
+    assert _tree(phoenix, "arithmetic", 1 + 40 + 40) == {
+        ("asynceval.run", None): 1,
+        ("asynceval.repetition", "asynceval.run"): 40,
+        ("chat asynceval-sim", "asynceval.repetition"): 40,
+    }

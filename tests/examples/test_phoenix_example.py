@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ..otel.test_phoenix import PHOENIX, phoenix_server
+from ..otel.test_phoenix import PHOENIX, shared_phoenix
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "phoenix_traces.py"
 
@@ -23,37 +23,30 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def test_the_phoenix_example_sends_its_run_as_one_trace_and_says_where(tmp_path: Path) -> None:
-    with phoenix_server(tmp_path / "phoenix") as phoenix:
-        env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
-            "PHOENIX_COLLECTOR_ENDPOINT": phoenix.url,
-        }
-        done = subprocess.run(
-            [sys.executable, str(EXAMPLE)],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        assert "6 of 6 repetitions passed" in done.stdout
-        assert f"Traces sent to Phoenix at {phoenix.url}, project 'asynceval'" in done.stdout
-        found = re.search(
-            rf"the run's trace: {phoenix.url}/redirects/traces/(\w{{32}})\n", done.stdout
-        )
-        assert found is not None, done.stdout
-        trace_id = found.group(1)
+def test_the_phoenix_example_sends_its_run_as_one_trace_and_says_where(
+    tmp_path: Path, pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    phoenix = shared_phoenix(pytestconfig, tmp_path_factory)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PHOENIX_"))},
+        "PHOENIX_COLLECTOR_ENDPOINT": phoenix.url,
+    }
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLE)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "6 of 6 repetitions passed" in done.stdout
+    assert f"Traces sent to Phoenix at {phoenix.url}, project 'asynceval'" in done.stdout
+    found = re.search(rf"the run's trace: {phoenix.url}/redirects/traces/(\w{{32}})\n", done.stdout)
+    assert found is not None, done.stdout
 
-        spans = phoenix.wait_for_spans(1 + 6 + 12, project="asynceval")
-        assert {span["context"]["trace_id"] for span in spans} == {trace_id}
-        assert Counter(span["name"] for span in spans) == {
-            "asynceval.run": 1,
-            "asynceval.repetition": 6,
-            "chat asynceval-sim": 12,
-        }
-        ids = {span["context"]["span_id"]: span["name"] for span in spans}
-        parents = Counter((span["name"], ids.get(span["parent_id"])) for span in spans)
-        assert parents == {
-            ("asynceval.run", None): 1,
-            ("asynceval.repetition", "asynceval.run"): 6,
-            ("chat asynceval-sim", "asynceval.repetition"): 12,
-        }
+    spans = phoenix.wait_for_spans(1 + 6 + 12, project="asynceval", trace_id=found.group(1))
+    ids = {span["context"]["span_id"]: span["name"] for span in spans}
+    parents = Counter((span["name"], ids.get(span["parent_id"])) for span in spans)
+    assert parents == {
+        ("asynceval.run", None): 1,
+        ("asynceval.repetition", "asynceval.run"): 6,
+        ("chat asynceval-sim", "asynceval.repetition"): 12,
+    }
     assert (tmp_path / "results" / "phoenix.jsonl").exists()

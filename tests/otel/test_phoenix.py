@@ -15,7 +15,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,10 +56,13 @@ class Phoenix:
     def traces_endpoint(self) -> str:
         return f"{self.url}/v1/traces"
 
-    def spans(self, project: str = PROJECT) -> list[dict[str, Any]]:
-        """Every span Phoenix holds for `project`, oldest first (REST, paged by cursor)."""
+    def spans(self, project: str = PROJECT, trace_id: str | None = None) -> list[dict[str, Any]]:
+        """Every span Phoenix holds for `project` (of one trace, if given), oldest first (REST,
+        paged by cursor)."""
         spans: list[dict[str, Any]] = []
         params: dict[str, Any] = {"limit": 1000, "sort": "start_time", "order": "asc"}
+        if trace_id is not None:
+            params["trace_id"] = trace_id
         while True:
             answer = httpx.get(f"{self.url}/v1/projects/{project}/spans", params=params, timeout=10)
             if answer.status_code == 404:  # no span of the project ingested yet
@@ -71,12 +74,15 @@ class Phoenix:
                 return spans
             params["cursor"] = body["next_cursor"]
 
-    def wait_for_spans(self, count: int, project: str = PROJECT) -> list[dict[str, Any]]:
-        """The project's spans once Phoenix has ingested at least `count` of them (it writes
-        them to its database in batches, a moment after the exporter's request ended)."""
+    def wait_for_spans(
+        self, count: int, project: str = PROJECT, trace_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The project's spans (of one trace, if given) once Phoenix has ingested at least
+        `count` of them (it writes them to its database in batches, a moment after the
+        exporter's request ended)."""
         deadline = time.monotonic() + 30
         while True:
-            spans = self.spans(project)
+            spans = self.spans(project, trace_id)
             if len(spans) >= count or time.monotonic() > deadline:
                 return spans
             time.sleep(0.2)
@@ -142,10 +148,22 @@ def _tail(log: Path, lines: int = 40) -> str:
     return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
 
 
-@pytest.fixture(scope="module")
-def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
-    with phoenix_server(tmp_path_factory.mktemp("phoenix")) as server:
-        yield server
+_shared: list[Phoenix] = []
+
+
+def shared_phoenix(config: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Phoenix:
+    """One Phoenix for the whole test session (each start costs about 10 s of CPU), started on
+    first use and stopped at the session's end; its tests keep apart by project or trace id."""
+    if not _shared:
+        stack = ExitStack()
+        _shared.append(stack.enter_context(phoenix_server(tmp_path_factory.mktemp("phoenix"))))
+        config.add_cleanup(stack.close)
+    return _shared[0]
+
+
+@pytest.fixture
+def phoenix(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Phoenix:
+    return shared_phoenix(pytestconfig, tmp_path_factory)
 
 
 def test_phoenix_gives_back_the_spans_the_otlp_exporter_sent(phoenix: Phoenix) -> None:
