@@ -52,8 +52,9 @@ SURFACE: dict[str, list[str]] = {
         "scrub_line", "write_failures",
     ],
     "asynceval.interop": [
-        "FunnelTransport", "SyncFunnelTransport", "base_url", "http_client", "openai_client",
-        "sync_http_client",
+        "FunnelTransport", "Httpx2FunnelTransport", "SyncFunnelTransport",
+        "SyncHttpx2FunnelTransport", "anthropic_client", "base_url", "http_client",
+        "openai_client", "sync_http_client",
     ],
     "asynceval.limits": [
         "ConcurrencyController", "ControllerStatistics", "CostBudget", "RateLimiter", "RetryPolicy",

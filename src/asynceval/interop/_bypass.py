@@ -6,7 +6,8 @@ limit 2 while the check said the limit held. No request of such a client passes 
 asynceval, so the clients themselves are looked for. At the end of a run (the engine calls
 `check_clients` as the run's `run_finished` is written), every OpenAI and Anthropic SDK client
 alive in the process (only when `openai` / `anthropic` is already imported: nothing is imported
-to look) whose httpx client's transport is not a `FunnelTransport` / `SyncFunnelTransport` is
+to look) whose httpx (or httpx2) client's transport is not a `FunnelTransport` / `SyncFunnelTransport`
+(or `Httpx2FunnelTransport` / `SyncHttpx2FunnelTransport` on one) is
 named in one `funnel_bypassed` WARNING. A client on the funnel whose own `max_retries` would
 stack on the funnel's gets the `sdk_retries_stacked` warning, if the run has not had it
 (`asynceval.interop._sdk`).
@@ -75,7 +76,13 @@ def _transport_of(client: Any) -> Any:
 def on_funnel(client: Any) -> bool:
     """Whether an SDK client sends through the funnel (or has no httpx client to look at)."""
     transport = _transport_of(client)
-    return transport is None or isinstance(transport, FunnelTransport | SyncFunnelTransport)
+    ours = FunnelTransport | SyncFunnelTransport
+    # An httpx2 client (the Anthropic SDK 2.x) on the funnel holds ours behind its transport.
+    return (
+        transport is None
+        or isinstance(transport, ours)
+        or isinstance(getattr(transport, "funnel", None), ours)
+    )
 
 
 def describe(client: Any) -> str:

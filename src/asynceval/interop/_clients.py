@@ -62,3 +62,47 @@ def openai_client(*, sync: bool = False, agent: str | None = None, **kwargs: Any
         return openai.OpenAI(**kwargs)
     kwargs.setdefault("http_client", http_client(agent=agent, runtime=runtime))
     return openai.AsyncOpenAI(**kwargs)
+
+
+def anthropic_client(*, sync: bool = False, agent: str | None = None, **kwargs: Any) -> Any:
+    """An `anthropic.AsyncAnthropic` (or `anthropic.Anthropic` with `sync=True`) whose calls go
+    through the funnel, with `max_retries=0`: the funnel retries, so the SDK must not multiply
+    them. `base_url` defaults to LLM_BASE_URL (or the embedded simulated provider's) without
+    its `/v1`, which the SDK adds; `api_key` to LLM_API_KEY (a placeholder for the simulator).
+    An SDK that sends with `httpx2` (2.x) gets an httpx2 client on `Httpx2FunnelTransport`, an
+    older one `http_client()`."""
+    import anthropic  # an optional dependency: only needed here
+
+    runtime = kwargs.pop("runtime", None)
+    settings = (runtime or Runtime.current()).settings
+    kwargs.setdefault("base_url", base_url(runtime).removesuffix("/v1"))
+    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "asynceval-sim"
+    kwargs.setdefault("api_key", key)
+    kwargs.setdefault("max_retries", 0)
+    if "http_client" not in kwargs:
+        kwargs["http_client"] = _anthropic_http(sync, agent, runtime)
+    return anthropic.Anthropic(**kwargs) if sync else anthropic.AsyncAnthropic(**kwargs)
+
+
+def _anthropic_http(sync: bool, agent: str | None, runtime: Runtime | None) -> Any:
+    """The funnel's client in the flavour the installed Anthropic SDK sends with."""
+    import anthropic
+
+    packages = {
+        cls.__module__.partition(".")[0] for cls in anthropic.DefaultAsyncHttpxClient.__mro__
+    }
+    if "httpx2" not in packages:
+        if sync:
+            return sync_http_client(agent=agent, runtime=runtime)
+        return http_client(agent=agent, runtime=runtime)
+    import httpx2
+
+    from ._httpx2 import Httpx2FunnelTransport, SyncHttpx2FunnelTransport
+
+    if sync:
+        return httpx2.Client(
+            transport=SyncHttpx2FunnelTransport(agent=agent, runtime=runtime), timeout=None
+        )
+    return httpx2.AsyncClient(
+        transport=Httpx2FunnelTransport(agent=agent, runtime=runtime), timeout=None
+    )
