@@ -134,3 +134,30 @@ async def test_a_client_on_the_funnel_is_not_a_bypass_one_around_it_is() -> None
         named = check_clients()
     assert len(named) == 1 and "AsyncAnthropic" in named[0], named
     assert ours is not theirs  # both alive through the check
+
+
+async def test_the_sdks_calls_in_the_batch_lane_go_in_one_message_batch(
+    event_log: EventLog,
+) -> None:
+    """LLM_LANE=batch: five `messages.create` at once become one Anthropic Message Batch, each
+    call getting the answer the live endpoint gives."""
+
+    async def ask_five(lane: str) -> list[str]:
+        settings = Settings(**FAST, llm_lane=lane, llm_batch_linger=0.2, llm_batch_poll=0.05)
+        answers: dict[int, str] = {}
+        async with Runtime(settings):
+            client = anthropic_client(api_key="k")
+            async with anyio.create_task_group() as tg:
+                for i in range(5):
+
+                    async def ask(i: int = i) -> None:
+                        question = {"role": "user", "content": f"What is {i} + 1?"}
+                        message = await client.messages.create(**{**ASK, "messages": [question]})
+                        answers[i] = message.content[0].text
+
+                    tg.start_soon(ask)
+        return [answers[i] for i in range(5)]
+
+    assert await ask_five("batch") == await ask_five("live")
+    (submitted,) = event_log.named("batch_submitted")
+    assert submitted["provider"] == "anthropic" and submitted["requests"] == 5
