@@ -66,6 +66,10 @@ SURFACE: dict[str, list[str]] = {
     ],
     "asynceval.runtime": ["CallCache", "Runtime", "from_thread"],
     "asynceval.sim": ["LatencyDistribution", "SimConfig", "SimProvider", "serve", "sim_app"],
+    "asynceval.telemetry": [
+        "EVALUATION_EVENT", "REPETITION_SPAN", "RETRY_EVENT", "RUN_SPAN", "Telemetry",
+        "current_telemetry", "setup_from_env", "telemetry_scope",
+    ],
     "asynceval.tools": ["ERROR_PREFIX", "Tool", "ToolExecutor"],
 }  # fmt: skip
 """Every public package's `__all__`, as users see it: adding or removing a name is a change of
