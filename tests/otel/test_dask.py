@@ -54,3 +54,32 @@ def test_the_workers_repetition_and_call_spans_share_the_callers_trace() -> None
     assert {s.trace_id for s in repetitions + calls} == {run.trace_id}
     assert {s.parent_span_id for s in repetitions} == {run.span_id}
     assert {s.parent_span_id for s in calls} <= {s.span_id for s in repetitions}
+
+
+def test_the_workers_spans_are_sent_by_the_runs_end_on_a_cluster_that_stays() -> None:
+    """The workers' span processors hold their spans up to 30 s (OTEL_BSP_SCHEDULE_DELAY), and
+    the cluster stays up after the run: the run's end sends the workers' spans all the same
+    (each worker flushes as the caller takes its last events)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    stays = SCRIPT.replace(
+        '        assert {r["status"] for r in reports} == {"success"}, reports\n',
+        '        assert {r["status"] for r in reports} == {"success"}, reports\n'
+        "        print('RUN_DONE', flush=True)\n"
+        "        await asyncio.sleep(60)\n",
+    )
+    assert "RUN_DONE" in stays
+    with Collector() as collector:
+        env = {**clean, "OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint}
+        env["OTEL_BSP_SCHEDULE_DELAY"] = "30000"
+        script = subprocess.Popen(
+            [sys.executable, "-c", stays], env=env, stdout=subprocess.PIPE, text=True
+        )
+        try:
+            assert script.stdout is not None
+            assert script.stdout.readline().strip() == "RUN_DONE"
+            repetitions = collector.wait_for("asynceval.repetition", 6, timeout=5.0)
+            calls = collector.wait_for("chat sim-model", 6, timeout=5.0)
+        finally:
+            script.kill()
+            script.communicate(timeout=30)
+    assert len(repetitions) == 6 and len(calls) == 6

@@ -87,3 +87,18 @@ def test_without_opentelemetry_installed_a_run_still_runs_even_asked_to_export()
     )
     found = run_script(hide + BENCH, OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9")
     assert found == {"modules": [], "telemetry": False}
+
+
+def test_a_signal_whose_exporter_is_none_is_not_exported() -> None:
+    """OTEL_METRICS_EXPORTER=none (a backend that takes traces only: Phoenix answers 405 to
+    metrics) sends the spans and no metrics; OTEL_TRACES_EXPORTER=none the other way round."""
+    with Collector() as collector:
+        run_script(
+            BENCH, OTEL_EXPORTER_OTLP_ENDPOINT=collector.endpoint, OTEL_METRICS_EXPORTER="none"
+        )
+        assert collector.posts["/v1/traces"] >= 1 and collector.posts["/v1/metrics"] == 0
+    with Collector() as collector:
+        run_script(
+            BENCH, OTEL_EXPORTER_OTLP_ENDPOINT=collector.endpoint, OTEL_TRACES_EXPORTER="none"
+        )
+        assert collector.posts["/v1/traces"] == 0 and collector.posts["/v1/metrics"] >= 1

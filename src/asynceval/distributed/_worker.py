@@ -22,6 +22,7 @@ from contextvars import ContextVar
 from typing import Any, TextIO, cast
 
 import anyio
+import anyio.to_thread
 import cloudpickle
 import dask.config
 from anyio.from_thread import BlockingPortal
@@ -36,6 +37,7 @@ from ..errors import RunFinished
 from ..funnel import BatchLane
 from ..limits import budget_scope
 from ..runtime import Runtime
+from ..telemetry import flush_if_set_up
 from ._budget import ClusterBudget
 from ._controller import ClusterController
 from ._grants import PAUSE_HERE
@@ -48,6 +50,9 @@ _run_id: ContextVar[str | None] = ContextVar("asynceval_dask_run", default=None)
 END_OF_EVENTS = "asynceval-end-of-events"
 """The last message a worker sends on a run's topic when asked to flush (`flush_events`)."""
 STOP_WAIT_S = 10.0
+FLUSH_SPANS_S = 4.0
+"""How long a worker's spans may take to go at a run's end (within the caller's wait for its
+workers' last events)."""
 """How long a stopped run's LLM calls out at the provider get to finish before they are cut."""
 
 
@@ -364,8 +369,12 @@ async def flush_budget(run_id: str, dask_worker: Worker) -> bool:
     return True
 
 
-def flush_events(run_id: str, dask_worker: Worker) -> str:
-    """Send the run's waiting event lines, then the end-of-events marker on its topic."""
+async def flush_events(run_id: str, dask_worker: Worker) -> str:
+    """Send the run's waiting event lines, then the end-of-events marker on its topic; first,
+    the spans and metrics the OpenTelemetry providers asynceval set up here still hold (sent on
+    the batch processor's schedule otherwise: a cluster closed right after the run lost them)."""
+    with anyio.move_on_after(FLUSH_SPANS_S):
+        await anyio.to_thread.run_sync(flush_if_set_up, FLUSH_SPANS_S, abandon_on_cancel=True)
     forward = _forwards.get(dask_worker)
     if forward is not None:
         forward.send(run_id)

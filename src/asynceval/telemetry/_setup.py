@@ -3,7 +3,9 @@ OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) asks for an 
 the application set none: the SDK's providers with a batch span processor and a periodic metric
 reader, each on the OTLP/HTTP exporter (the `otel` extra). The SDK reads every other OTEL_*
 variable itself (headers, service name, resource attributes, batch delays); asynceval names the
-service `asynceval` when OTEL_SERVICE_NAME does not.
+service `asynceval` when OTEL_SERVICE_NAME does not. OTEL_TRACES_EXPORTER=none or
+OTEL_METRICS_EXPORTER=none leaves that signal's provider unset (a backend that takes traces
+only, such as Phoenix, refuses metrics).
 
 OpenTelemetry's own variables are read here, at the edge where the SDK would read them; nothing
 else in asynceval reads them, and no asynceval setting stands for them.
@@ -61,15 +63,24 @@ def setup_from_env() -> bool:
             return False
         attributes = {} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": "asynceval"}
         resource = Resource.create(attributes)
-        tracer_provider = TracerProvider(resource=resource)
-        tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-        trace.set_tracer_provider(tracer_provider)
-        reader = PeriodicExportingMetricReader(OTLPMetricExporter())
-        metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=[reader]))
+        # OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER=none turn a signal off, as the SDK's own
+        # setup does (a backend that takes traces only, e.g. Phoenix, refuses metrics: 405).
+        if _exporter("OTEL_TRACES_EXPORTER") != "none":
+            tracer_provider = TracerProvider(resource=resource)
+            tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+            trace.set_tracer_provider(tracer_provider)
+        if _exporter("OTEL_METRICS_EXPORTER") != "none":
+            reader = PeriodicExportingMetricReader(OTLPMetricExporter())
+            metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=[reader]))
         # Set only if none was: an application's provider set in between stays (the API keeps
         # the first and warns); either way there is one now.
         _done[0] = True
         return True
+
+
+def _exporter(name: str) -> str:
+    """The exporter an OTEL_*_EXPORTER variable names ("otlp" when unset); "none" turns it off."""
+    return os.environ.get(name, "otlp").strip().lower() or "otlp"
 
 
 def flush_if_set_up(timeout_s: float = 10.0) -> None:
