@@ -25,6 +25,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from ..errors import AttemptTimeout, BudgetExhausted, LLMCallFailed, ProviderError
+from ..telemetry import bound_or, start_call
 from ._batch_line import BatchLine, State
 from ._call import Call, call_id, caller
 from ._replies import check_response, provider_error
@@ -81,6 +82,7 @@ def _reply(result: LineResult) -> _LineReply:
 async def post_in_batches(
     batcher: Batcher | RelayedBatcher,
     route: Route,
+    url: str,
     content: bytes,
     body: Mapping[str, Any],
     read: Callable[[Reply], T],
@@ -94,8 +96,7 @@ async def post_in_batches(
     costing = route.pricing.costing(content, body)
     return await _in_batches(
         batcher,
-        content,
-        costing,
+        _Sent(route, url, body, content, costing),
         agent,
         dimension,
         lambda result: read(_reply(result)),
@@ -126,7 +127,8 @@ async def send_in_batches(
         return response
 
     try:
-        return await _in_batches(batcher, request.content, costing, agent, None, accept, last, use)
+        sent = _Sent(route, str(request.url), body, request.content, costing)
+        return await _in_batches(batcher, sent, agent, None, accept, last, use)
     except LLMCallFailed as exc:
         result = last[-1] if last else None
         if result is not None and result.status_code is not None and not result.succeeded:
@@ -143,10 +145,19 @@ def _response(result: LineResult, request: httpx.Request) -> httpx.Response:
     return httpx.Response(status, headers=_JSON, content=result.body, request=request)
 
 
+class _Sent(NamedTuple):
+    """What a call in the batch lane sends: its route, URL, JSON body and its bytes, its price."""
+
+    route: Route
+    url: str
+    body: Mapping[str, Any]
+    content: bytes
+    costing: Costing | None
+
+
 async def _in_batches(
     batcher: Batcher | RelayedBatcher,
-    content: bytes,
-    costing: Costing | None,
+    sent: _Sent,
     agent: str | None,
     dimension: str | None,
     accept: Callable[[LineResult], T],
@@ -154,8 +165,37 @@ async def _in_batches(
     use: CacheUse | None,
 ) -> T:
     """The call (see the module): `accept` makes the caller's result of a succeeded line
-    (raising `ProviderError` for one it cannot read)."""
+    (raising `ProviderError` for one it cannot read). With telemetry on, its span (lane
+    `batch`) says its retries, its answer's tokens and cost, and its outcome."""
+    costing = sent.costing
     call = Call(*caller(agent, dimension), call_id(), time.monotonic(), current_usage(), costing)
+    telemetry = bound_or(sent.route.gateway.telemetry)
+    if telemetry is not None:
+        call.span = start_call(
+            telemetry, sent.url, sent.body, call_id=call.call_id, agent=call.agent,
+            dimension=call.dimension, lane="batch",
+        )  # fmt: skip
+    try:
+        value = await _answered(batcher, sent.content, call, accept, last, use)
+    except BaseException as exc:
+        if call.span is not None:
+            call.span.failed(exc, call.attempts)
+        raise
+    if call.span is not None:
+        call.span.succeeded(value, call.attempts)
+    return value
+
+
+async def _answered(
+    batcher: Batcher | RelayedBatcher,
+    content: bytes,
+    call: Call,
+    accept: Callable[[LineResult], T],
+    last: list[LineResult] | None,
+    use: CacheUse | None,
+) -> T:
+    """The call's attempts, each a line in a batch, until one is accepted or it fails."""
+    costing = call.costing
     data = batcher.wire.line(call.call_id, content)
     key, url = (None, "") if use is None or use.journal is None else (use.key, use.url)
     line = BatchLine(call.call_id, data, costing, call.usage, key, url)
@@ -178,6 +218,8 @@ async def _in_batches(
             failure: ProviderError
             if result.succeeded:
                 _count(call, line)
+                if call.span is not None:
+                    call.span.answered(line.tokens, line.cost)
                 try:
                     value = accept(result)
                 except ProviderError as exc:

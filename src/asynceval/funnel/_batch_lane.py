@@ -179,7 +179,7 @@ class BatchLane:
         if wire is None:
             return None
         batcher = self.batcher(route, wire, batch_headers(headers.items()))
-        return post_in_batches(batcher, route, content, body, read, agent, dimension, use)
+        return post_in_batches(batcher, route, url, content, body, read, agent, dimension, use)
 
     def send(
         self, route: Route, request: httpx.Request, agent: str | None

@@ -27,7 +27,8 @@ What is recorded:
   `server.address`, `server.port`, `error.type`) and asynceval's (`asynceval.call_id`,
   `.lane`, `.agent`, `.dimension`, `.attempts`, `.queue_wait_s`, `.cost_usd`), each retry an
   `asynceval.retry` event. A call answered from the model-call cache or the call journal sends
-  nothing and has no span; neither has a line of the batch lane;
+  nothing and has no span; a call of the batch lane has one (lane `batch`, from its line's
+  queueing to its answer, each line sent again a retry event);
 - metrics: `gen_ai.client.inference.duration` (histogram, s), the token counters
   `gen_ai.client.inference.usage.input_tokens` / `.output_tokens` / `.cache_read.input_tokens`
   / `.cache_write.input_tokens` and histograms `gen_ai.client.inference.operation.input_tokens`

@@ -91,6 +91,14 @@ class CallSpan:
         if self._done and self._open <= 0:
             self._end()
 
+    def answered(self, usage: TokenUsage | None, cost: Decimal | None) -> None:
+        """The answer of a call that took no lease (a line of the batch lane) reported `usage`
+        and cost `cost` (None: unknown)."""
+        if usage is not None:
+            self._usage = usage
+        if cost is not None:
+            self._cost = cost if self._cost is None else self._cost + cost
+
     def retried(self, attempt: int, status_code: int | None, delay_s: float, error: str) -> None:
         """Attempt `attempt` failed and the call goes again after `delay_s`: a span event."""
         if self.span is not None:
