@@ -169,3 +169,22 @@ def test_a_resumed_runs_calls_answered_from_batches_it_took_over_are_counted(
     assert done.returncode == 0, done.stdout + done.stderr
     assert "40 more holding no slot (40 in provider batches)" in done.stdout
     assert "batches           0 created, 1 taken over from an earlier run" in done.stdout
+
+
+def test_a_batch_taken_over_is_counted_once_with_the_run_that_sent_it() -> None:
+    """The log of a run killed with a batch open and of its resume: the batch's 40 lines are
+    the first run's calls (its `batch_submitted`) and answer the resumed run's: 40 in all."""
+    first = [
+        {"event": "run_started", "run_id": "r1", "max_concurrent_llm_calls": 4},
+        {"event": "batch_submitted", "run_id": "r1", "provider": "openai", "endpoint": "e",
+         "batch_id": "batch_1", "requests": 40, "call_ids": [f"c{i}" for i in range(40)]},
+    ]  # fmt: skip
+    resumed = [
+        {"event": "run_started", "run_id": "r2", "max_concurrent_llm_calls": 4},
+        {"event": "batch_reattached", "run_id": "r2", "provider": "openai", "endpoint": "e",
+         "batch_key": "k", "batch_id": "batch_1", "requests": 40, "found": "journal"},
+        {"event": "run_finished", "run_id": "r2"},
+    ]  # fmt: skip
+    check = check_events(first + resumed)
+    assert check.batch_calls == 40 and check.batches == 1 and check.batches_reattached == 1
+    assert check_events(resumed).batch_calls == 40  # the resume's log alone: its 40 answers

@@ -17,8 +17,8 @@ Calls of the batch lane (LLM_LANE=batch) went into provider batches (`batch_subm
 each batch's call_ids): they held no slot (a batch's creation holds one, with its own call_id),
 so they are counted apart, in `batch_calls` (and `batches`), with the calls answered without a
 slot. A resumed run's calls answered from batches an earlier segment left open
-(`batch_reattached`, found by journal or metadata) count there too, their batches in
-`batches_reattached`.
+(`batch_reattached`, found) count there too when the log does not hold the run that sent those
+lines (each line is counted once), their batches in `batches_reattached`.
 """
 
 from __future__ import annotations
@@ -200,7 +200,8 @@ class _Replay:
         self.calls: set[str] = set()
         self.sdk_retries: set[str] = set()  # calls that were an SDK's own retry
         self.batch_calls: set[str] = set()  # calls sent in provider batches
-        self.reattached_calls = 0  # lines of batches taken over from earlier segments
+        self.submitted: set[str] = set()  # ids of the batches this run created
+        self.reattached: dict[str, int] = {}  # batch id -> lines, of batches taken over
         self.bypassed = 0  # SDK clients the run's funnel_bypassed counted
         self.adaptive_held = True  # every adaptive limit stayed within the run's cap
         self.waits = waits
@@ -234,14 +235,15 @@ class _Replay:
             check.journal_hits += 1
         elif name == "batch_submitted":
             check.batches += 1
+            self.submitted.add(str(event.get("batch_id")))
             ids = event.get("call_ids")
             if isinstance(ids, list):
                 self.batch_calls.update(str(i) for i in ids if i)
         elif name == "batch_reattached":
-            requests = event.get("requests")
+            requests, batch_id = event.get("requests"), event.get("batch_id")
             if event.get("found") != "not_found" and isinstance(requests, int):
                 check.batches_reattached += 1
-                self.reattached_calls += requests
+                self.reattached[str(batch_id)] = requests
         elif name == "batch_completed":
             self.spend.batch_completed(event)
         elif name == "limit_changed":
@@ -310,7 +312,7 @@ class _Replay:
         check.budget_held = self.spend.held
         check.bypassed_clients += self.bypassed
         check.sdk_retry_calls += len(self.sdk_retries)
-        check.batch_calls += len(self.batch_calls) + self.reattached_calls
+        check.batch_calls += len(self.batch_calls)
         check.unresolved_429 += [c for c, state in self.after_429.items() if state == "pending"]
         check.calls += len(self.calls)
         check.max_in_flight = max(check.max_in_flight, self.max_in_flight)
@@ -355,6 +357,16 @@ class RunReplay:
         return self._limit if self._replay is None else self._replay.limit
 
     @property
+    def submitted(self) -> set[str]:
+        """The ids of the batches this run created."""
+        return set() if self._replay is None else self._replay.submitted
+
+    @property
+    def reattached(self) -> dict[str, int]:
+        """The batches this run took over from an earlier one: their ids and lines."""
+        return {} if self._replay is None else self._replay.reattached
+
+    @property
     def adaptive_held(self) -> bool:
         """Whether every adaptive endpoint limit stayed within the run's cap (so far)."""
         return self._replay is None or self._replay.adaptive_held
@@ -373,7 +385,11 @@ def combine(replays: Iterable[RunReplay], limit: int | None = None) -> LogCheck:
     total = LogCheck(limit=limit)
     waits: list[float] = []
     helds: list[float] = []
+    submitted: set[str] = set()
+    reattached: dict[str, int] = {}
     for replay in replays:
+        submitted |= replay.submitted
+        reattached.update(replay.reattached)
         check = replay.check
         total.events += check.events
         total.calls += check.calls
@@ -406,6 +422,9 @@ def combine(replays: Iterable[RunReplay], limit: int | None = None) -> LogCheck:
         waits += replay.waits
         helds += replay.helds
     _conclude(total, waits, helds)
+    # Lines of a batch taken over answer the resumed calls: counted once, with the run that
+    # sent them when this log holds it, else here.
+    total.batch_calls += sum(n for batch, n in reattached.items() if batch not in submitted)
     return total
 
 
