@@ -5,6 +5,7 @@ calls are priced at the batch price, and a cancelled run cancels its open batch.
 
 from __future__ import annotations
 
+import gc
 import json
 from collections import Counter
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from distributed import LocalCluster
+from distributed import Client, LocalCluster
 
 from asynceval import Benchmark, OpenAIChatModel, Settings, Task
 from asynceval.distributed import DaskBackend
@@ -147,6 +148,11 @@ async def test_a_cancelled_run_cancels_the_batch_its_workers_joined(
                         break
                     await anyio.sleep(0.05)
                 tg.cancel_scope.cancel()
+        # The cancelled run closed its client (its close is shielded): none is left open to
+        # close itself at garbage collection, on a loop gone by then.
+        gc.collect()
+        left = [c for c in gc.get_objects() if isinstance(c, Client) and c.status != "closed"]
+        assert not left, left
         statuses = Counter(batch["status"] for batch in _batches(url))
         assert set(statuses) <= {"cancelling", "cancelled"} and statuses.total() == 1, statuses
         lines = [json.dumps(e) for e in event_log.all() if e["event"].startswith("batch_")]

@@ -177,16 +177,17 @@ class DaskBackend:
             hushed: dict[str, int] = {}
             stack.callback(restore_levels, hushed)  # last, once the cluster is closed
             with _sigint_ignored():  # the worker processes started now never get SIGINT
-                cluster = await stack.enter_async_context(
+                cluster = await _enter_shielded(
+                    stack,
                     LocalCluster(
                         n_workers=n,
                         threads_per_worker=tasks,  # a worker runs at most nthreads tasks at once
                         processes=True,
                         dashboard_address=":0",  # no fixed port: several clusters may run
                         asynchronous=True,
-                    )
+                    ),
                 )
-            client: Client = await stack.enter_async_context(Client(cluster, asynchronous=True))
+            client: Client = await _enter_shielded(stack, Client(cluster, asynchronous=True))
             stack.push_async_callback(_hush, client, hushed)  # first, before the cluster closes
             await client.wait_for_workers(n)  # type: ignore[func-returns-value,misc]
             return client
@@ -201,8 +202,8 @@ class DaskBackend:
             security = None
             self.check()
         try:
-            client = await stack.enter_async_context(
-                Client(target, asynchronous=True, timeout=10, security=security)
+            client = await _enter_shielded(
+                stack, Client(target, asynchronous=True, timeout=10, security=security)
             )
             return client
         except (OSError, ValueError) as exc:
@@ -231,6 +232,26 @@ async def _scheduler_plugins(
         await client.register_plugin(RatePlugin(run_id, requests, tokens), name=rate_name)
         stack.push_async_callback(_unregister, client, rate_name, run_id)
     return ledger
+
+
+async def _enter_shielded(stack: AsyncExitStack, manager: Any) -> Any:
+    """`stack.enter_async_context(manager)`, its exit shielded from cancellation (bounded): a
+    run cancelled (Ctrl-C, a caller's cancel scope) still closes its client and its local
+    cluster; an unshielded exit was cancelled at its first await, leaving the client to close
+    itself at garbage collection, on a loop closed by then."""
+    entered = await manager.__aenter__()
+
+    async def leave(*exc_info: Any) -> bool:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT_S):
+            return bool(await manager.__aexit__(*exc_info))
+        return False
+
+    stack.push_async_exit(leave)
+    return entered
+
+
+CLOSE_TIMEOUT_S = 30.0
+"""The longest a run's end waits for its Dask client or local cluster to close."""
 
 
 async def _unregister_workers(client: Client, name: str) -> None:
