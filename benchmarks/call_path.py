@@ -24,16 +24,31 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
-from asynceval import OpenAIChatModel, Settings, configure_logging
+from asynceval import Benchmark, OpenAIChatModel, Settings, Task, configure_logging
 from asynceval.limits import ConcurrencyController
 from asynceval.sim import SimConfig, SimProvider
 
 BODY = {"model": "sim", "messages": [{"role": "user", "content": "What is 2 + 2?"}]}
+
+
+class OneCall(Benchmark):
+    """W1's benchmark: the agent makes one LLM call; no evaluator."""
+
+    def __init__(self, model: OpenAIChatModel, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.model = model
+
+    async def setup_agents(self, agent_data: Any, environment: Any, task: Task, user: Any) -> Any:
+        async def agent(query: Any) -> str:
+            return (await self.model.generate(query, agent="solver")).text
+
+        return [agent], {}
 
 
 def free_port() -> int:

@@ -25,32 +25,17 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
-from asynceval import Benchmark, OpenAIChatModel, Settings, Task, configure_logging
+from asynceval import OpenAIChatModel, Settings, Task, configure_logging
 from asynceval.limits import ConcurrencyController
 from asynceval.sim import SimConfig, SimProvider
 
 sys.path.insert(0, str(Path(__file__).parent))
-from call_path import BODY, run_workers, sim_server
-
-
-class OneCall(Benchmark):
-    """W1's benchmark: the agent makes one LLM call; no evaluator."""
-
-    def __init__(self, model: OpenAIChatModel, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.model = model
-
-    async def setup_agents(self, agent_data: Any, environment: Any, task: Task, user: Any) -> Any:
-        async def agent(query: Any) -> str:
-            return (await self.model.generate(query, agent="solver")).text
-
-        return [agent], {}
+from call_path import BODY, OneCall, run_workers, sim_server
 
 
 def tasks(n: int) -> Iterator[Task]:

@@ -24,33 +24,23 @@ import importlib.util
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from asynceval import Benchmark, OpenAIChatModel, Settings, Task, configure_logging
+from asynceval import OpenAIChatModel, Settings, Task, configure_logging
 from asynceval.funnel import CallJournal
 from asynceval.limits import ConcurrencyController
 from asynceval.runtime import Store
 from asynceval.sim import SimConfig
 
+sys.path.insert(0, str(Path(__file__).parent))
+from call_path import OneCall
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-class OneCall(Benchmark):
-    """W1's benchmark: the agent makes one LLM call; no evaluator."""
-
-    def __init__(self, model: OpenAIChatModel, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.model = model
-
-    async def setup_agents(self, agent_data: Any, environment: Any, task: Task, user: Any) -> Any:
-        async def agent(query: Any) -> str:
-            return (await self.model.generate(query, agent="solver")).text
-
-        return [agent], {}
 
 
 def tasks(n: int, salt: str) -> Iterator[Task]:

@@ -38,10 +38,13 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from asynceval import Benchmark, OpenAIChatModel, Settings, Task, configure_logging
+from asynceval import OpenAIChatModel, Settings, Task, configure_logging
 from asynceval.limits import ConcurrencyController
 from asynceval.sim import SimConfig
 from asynceval.telemetry import Telemetry, telemetry_scope
+
+sys.path.insert(0, str(Path(__file__).parent))
+from call_path import OneCall
 
 
 class Dropped(SpanExporter):
@@ -56,20 +59,6 @@ class Dropped(SpanExporter):
 
     def shutdown(self) -> None:
         pass
-
-
-class OneCall(Benchmark):
-    """W1's benchmark: the agent makes one LLM call; no evaluator."""
-
-    def __init__(self, model: OpenAIChatModel, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.model = model
-
-    async def setup_agents(self, agent_data: Any, environment: Any, task: Task, user: Any) -> Any:
-        async def agent(query: Any) -> str:
-            return (await self.model.generate(query, agent="solver")).text
-
-        return [agent], {}
 
 
 def tasks(n: int, tag: str) -> Iterator[Task]:
