@@ -159,5 +159,8 @@ async def test_a_cancelled_run_cancels_the_batch_its_workers_joined(
         assert set(statuses) <= {"cancelling", "cancelled"} and statuses.total() == 1, statuses
         lines = [json.dumps(e) for e in event_log.all() if e["event"].startswith("batch_")]
         assert any('"batch_completed"' in line for line in lines), lines
+        # the caller's batch, cancelled by the caller (a worker's own would carry `worker`)
+        made = [e for e in event_log.all() if e["event"].startswith("batch_")]
+        assert made and all("worker" not in e for e in made), made
     finally:
         stop_sim_server(process)
