@@ -143,6 +143,28 @@ async def test_an_agent_blocking_the_loop_is_named_and_the_timeouts_it_caused_ar
     assert "not the provider" in error["message"] and "'sleeper'" in error["message"]
 
 
+async def test_a_block_before_the_agents_first_await_is_named(warnings_out: io.StringIO) -> None:
+    # The commonest way to block a loop: a sync call as an async agent's first line, in the run's
+    # first repetition, before anything was awaited (the watch used to miss it: 0 events).
+    settings = Settings(loop_block_warn_s=0.3)
+
+    class Blocking(Benchmark):
+        async def setup_agents(
+            self, agent_data: Any, environment: Any, task: Task, user: Any
+        ) -> Any:
+            async def sync_first(query: Any) -> Any:
+                time.sleep(0.8)  # noqa: ASYNC251 - blocks the loop, on purpose
+                return "done"
+
+            return [sync_first], {"sync_first": sync_first}
+
+    (report,) = await Blocking(settings=settings).run([Task(query="q", id="first")])
+    assert report["status"] == "success"
+    (blocked,) = _events(warnings_out, "loop_blocked")
+    assert blocked["agent"] == "sync_first" and blocked["task_id"] == "first"
+    assert 0.5 < blocked["blocked_s"] < 2.0
+
+
 class _Failing(Benchmark):
     """Each task fails its own way: its id says where."""
 

@@ -243,12 +243,18 @@ _HOOKS = ("Repetitions._hooks", os.path.join(_PACKAGE, "engine", "repetition.py"
 class _LoopWatch:
     """The watch thread of one event loop (see the module's docstring)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, threshold_s: float) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, threshold_s: float, run_over: threading.Event
+    ) -> None:
         self.loop = loop
         self.threshold_s = threshold_s
         self.tick_s = min(0.05, threshold_s / 10)
         self.loop_thread = threading.get_ident()
-        self.runs: list[threading.Event] = []  # each run's "it has ended"
+        # Each run's "it has ended". The first run is in it before the thread starts: with
+        # none, the thread would take the watch for finished and wait for the loop to say so,
+        # missing a block by the very first repetition's code (an agent whose first line
+        # sleeps or makes a sync call).
+        self.runs: list[threading.Event] = [run_over]
         previous = loop.get_task_factory()
         self.previous_factory: Callable[..., Any] | None = (
             None if previous is _task_factory else previous
@@ -420,8 +426,9 @@ def watch_loop(threshold_s: float, run_over: threading.Event) -> bool:
     with _watches_lock:
         watch = _watches.get(loop)
         if watch is None or watch._stopped:
-            watch = _watches[loop] = _LoopWatch(loop, threshold_s)
-        watch.runs.append(run_over)
+            _watches[loop] = _LoopWatch(loop, threshold_s, run_over)
+        else:
+            watch.runs.append(run_over)
     return True
 
 
