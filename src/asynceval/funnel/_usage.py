@@ -182,7 +182,11 @@ def usage_from_json(content: bytes) -> Usage | None:
 
 
 class StreamUsage:
-    """Reads server-sent events as they pass and keeps the usage they report."""
+    """Reads server-sent events as they pass and keeps the usage they report. A stream has
+    reported its usage only once the event that says what it generated has passed: the last
+    chat chunk's `usage`, `response.completed`, Anthropic's `message_delta` (its
+    `message_start` gives the input tokens and a placeholder output count, so a stream closed
+    before `message_delta` reports nothing and counts at its worst case)."""
 
     __slots__ = ("_pending", "cached", "completion", "prompt", "seen", "written")
 
@@ -213,14 +217,20 @@ class StreamUsage:
             return
         message = event.get("message")
         if event.get("type") == "message_start" and isinstance(message, dict):
-            found = usage_from_body(message)  # Anthropic: the input tokens come first
+            # Anthropic: the input tokens come first, but the answer's usage is not known
+            # until `message_delta` (a stream closed before it costs its worst case).
+            found = usage_from_body(message)
             if found is not None:
-                self.prompt, self.seen = found.prompt_tokens, True
+                self.prompt = found.prompt_tokens
                 self.cached, self.written = found.cached_tokens, found.cache_write_tokens
             return
         usage = event.get("usage")
         if event.get("type") == "message_delta" and isinstance(usage, dict):
-            self.completion = int(usage.get("output_tokens") or 0)
+            found = Usage.from_body(usage, "input_tokens", "output_tokens")
+            if found.prompt_tokens:  # newer APIs repeat every count here, cumulative
+                self.prompt = found.prompt_tokens
+                self.cached, self.written = found.cached_tokens, found.cache_write_tokens
+            self.completion = _count(usage.get("output_tokens"))
             self.seen = True
             return
         found = usage_from_body(event)
