@@ -195,10 +195,13 @@ ADD_TASKS = "mostly between tasks: add tasks, not repeats"
 
 
 def pass_rate_text(summary: Summary) -> str:
-    """'132/160 = 82.5% (95% CI 70.6%-94.4%)'."""
+    """'132/160 = 82.5% (95% CI 70.6%-94.4%)'; under adaptive repeats, where the rate is the mean
+    over tasks and not passed/scored, '78.1% (95% CI 61.7%-86.0%)'."""
     assert summary.pass_rate is not None and summary.pass_rate_ci95 is not None
     low, high = summary.pass_rate_ci95
-    rate = f"{summary.passed:g}/{summary.scored} = {summary.pass_rate:.1%}"
+    rate = f"{summary.pass_rate:.1%}"
+    if summary.pass_rate_over != "tasks":
+        rate = f"{summary.passed:g}/{summary.scored} = {rate}"
     return f"{rate} (95% CI {low:.1%}-{high:.1%})"
 
 
