@@ -100,7 +100,8 @@ def test_the_clustered_se_is_the_textbook_cr1() -> None:
     mean_value, low, high, se = clustered_mean_ci(clusters)
     assert se == pytest.approx(textbook_cr1_se(clusters), rel=1e-12)
     assert mean_value == pytest.approx(sum(map(sum, clusters)) / sum(map(len, clusters)))
-    assert (low, high) == pytest.approx((mean_value - Z_95 * se, mean_value + Z_95 * se))
+    t_24 = 2.0638985616280205  # Student's t, 97.5% quantile, 24 degrees of freedom (25 tasks)
+    assert (low, high) == pytest.approx((mean_value - t_24 * se, mean_value + t_24 * se))
 
 
 def test_with_one_value_per_task_the_clustered_se_is_the_task_mean_se() -> None:

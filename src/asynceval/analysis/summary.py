@@ -2,16 +2,22 @@
 
 Errors and timeouts are counted apart and never folded into the score: the pass rate is computed
 only over scored repetitions (status success or evaluation_failed with at least one usable
-evaluator result), with a 95% interval that treats tasks as clusters (repetitions of one task
-share its difficulty; see `asynceval.engine.statistics`): the pass rate is the mean score over the
-scored repetitions, its interval the cluster-robust (CR1) one. With one scored repetition per task
-the interval is Wilson's, over repetitions. The reducers (mean, pass_at_k(k), ...) give one value
-per task; each is reported as its mean over the tasks that have one, with the interval of that
-mean (sd / sqrt(tasks)). The errors are grouped by kind (provider refused,
-provider unreachable, your agent raised, your evaluator raised, setup failed, timed out: see
-`asynceval.engine._error_kinds`), each with its count and its first message. Repetitions the
-run's cost budget stopped (status budget_exhausted) are neither scored nor errors: counted apart
-(`budget_exhausted`), as `asynceval run --resume` runs them again.
+evaluator result), with one 95% interval that treats tasks as clusters (repetitions of one task
+share its difficulty; see `asynceval.engine.statistics`, t with tasks - 1 degrees of freedom, and
+Wilson's interval over the tasks where the clustered standard error is 0, as at an all-pass run).
+The pass rate is the mean score over the scored repetitions, its interval the cluster-robust
+(CR1) one; with one scored repetition per task the interval is Wilson's, over repetitions. Under
+adaptive repeats (a header with `adaptive_repeats`: `--repeats auto`), where tasks whose results
+vary get more repetitions, the pass rate is the mean over tasks of each task's mean score (the
+plain mean over repetitions would over-weight those tasks), with the interval of that mean.
+The reducers (mean, pass_at_k(k), ...) give one value per task; each is reported as its mean over
+the tasks that have one, with the interval of that mean. The `mean` reducer's value is the pass
+rate itself whenever every task has as many scored repetitions (or repeats were adaptive): it then
+carries the pass rate's interval, so one figure never shows two intervals. The errors are grouped
+by kind (provider refused, provider unreachable, your agent raised, your evaluator raised, setup
+failed, timed out: see `asynceval.engine._error_kinds`), each with its count and its first
+message. Repetitions the run's cost budget stopped (status budget_exhausted) are neither scored nor
+errors: counted apart (`budget_exhausted`), as `asynceval run --resume` runs them again.
 
 Cost (DESIGN section 15): the run's total (`cost_usd`), per model and per task sum *every* report
 of the file, the earlier report of a pair that a resumed run re-ran included (its money was
@@ -43,21 +49,12 @@ from ..engine.statistics import (
     stratified_half_width,
     task_mean_ci,
 )
+from ..engine.statistics import wilson_interval as wilson_interval  # re-exported: analysis
 
 CLUSTERED = "clustered by task"
+TASK_MEAN = "mean over tasks (adaptive repeats), clustered by task"
 BUDGET_EXHAUSTED = "budget_exhausted"  # the status of a repetition the cost budget stopped
 WILSON = "Wilson, over repetitions"
-
-
-def wilson_interval(passed: float, total: int, z: float = Z_95) -> tuple[float, float]:
-    """The Wilson score interval for `passed` successes out of `total` (0..1 bounds)."""
-    if total <= 0:
-        return (0.0, 1.0)
-    p = passed / total
-    denominator = 1 + z * z / total
-    centre = (p + z * z / (2 * total)) / denominator
-    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denominator
-    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 def report_score(report: Mapping[str, Any]) -> float | None:
@@ -91,7 +88,8 @@ class Summary:
     passed: float = 0.0
     pass_rate: float | None = None
     pass_rate_ci95: tuple[float, float] | None = None
-    pass_rate_interval: str | None = None  # CLUSTERED, or WILSON with one repetition per task
+    pass_rate_interval: str | None = None  # CLUSTERED, TASK_MEAN, or WILSON (one per task)
+    pass_rate_over: str = "repetitions"  # or "tasks": the mean of task means (adaptive repeats)
     tasks: int = 0  # tasks with at least one scored repetition
     scored_per_task: tuple[int, int] = (0, 0)  # the fewest and most scored repetitions of a task
     repeats_half_width: float | None = None  # the part repeats narrow (stratified_half_width)
@@ -206,8 +204,8 @@ def summarize(
     summary.termination_reasons = dict(reasons.most_common())
     if summary.scored:
         summary.pass_rate = summary.passed / summary.scored
-        _pass_rate_interval(summary, list(by_task.values()))
-        summary.reducers = reducer_results(chosen, list(by_task.values()))
+        _pass_rate_interval(summary, list(by_task.values()), adaptive=adaptive_run(records))
+        summary.reducers = reducer_results(chosen, list(by_task.values()), headline=summary)
     summary.duration_p50_s = percentile(durations, 0.50)
     summary.duration_p95_s = percentile(durations, 0.95)
     reports = [record for record in records if record.get("type") != "header"]
@@ -215,9 +213,21 @@ def summarize(
     return summary
 
 
-def _pass_rate_interval(summary: Summary, scores_by_task: list[list[float]]) -> None:
+def adaptive_run(records: Iterable[Mapping[str, Any]]) -> bool:
+    """True when a header of the file says its repeats were adaptive (`adaptive_repeats`, which
+    `--repeats auto` and `run(repeats=AdaptiveRepeats(...))` write), in any segment."""
+    return any(
+        record.get("type") == "header" and isinstance(record.get("adaptive_repeats"), Mapping)
+        for record in records
+    )
+
+
+def _pass_rate_interval(
+    summary: Summary, scores_by_task: list[list[float]], *, adaptive: bool
+) -> None:
     """The pass rate's interval: clustered by task, or Wilson's when every task has one scored
-    repetition (then the repetitions are independent draws of tasks); and whether more tasks,
+    repetition (then the repetitions are independent draws of tasks); under adaptive repeats the
+    pass rate becomes the mean over tasks, with that mean's interval; and whether more tasks,
     not more repeats, would narrow it."""
     summary.tasks = len(scores_by_task)
     counts = [len(scores) for scores in scores_by_task]
@@ -226,19 +236,30 @@ def _pass_rate_interval(summary: Summary, scores_by_task: list[list[float]]) -> 
         summary.pass_rate_ci95 = wilson_interval(summary.passed, summary.scored)
         summary.pass_rate_interval = WILSON
         return
-    _, low, high, se = clustered_mean_ci(scores_by_task)
+    if adaptive:
+        task_means = [math.fsum(scores) / len(scores) for scores in scores_by_task]
+        rate, low, high, se = task_mean_ci(task_means)
+        summary.pass_rate, summary.pass_rate_over = rate, "tasks"
+        summary.pass_rate_interval = TASK_MEAN
+    else:
+        _, low, high, se = clustered_mean_ci(scores_by_task)
+        summary.pass_rate_interval = CLUSTERED
     summary.pass_rate_ci95 = (low, high)
-    summary.pass_rate_interval = CLUSTERED
     repeats_half = stratified_half_width([(math.fsum(s), len(s)) for s in scores_by_task])
     summary.repeats_half_width = repeats_half
     summary.add_tasks_not_repeats = between_tasks_dominates(Z_95 * se, repeats_half)
 
 
 def reducer_results(
-    reducers: Sequence[Reducer], scores_by_task: Sequence[Sequence[float]]
+    reducers: Sequence[Reducer],
+    scores_by_task: Sequence[Sequence[float]],
+    *,
+    headline: Summary | None = None,
 ) -> list[dict[str, Any]]:
     """Per reducer: {name, value (its mean over the tasks that have one), ci95 ([low, high]), se,
-    tasks (how many have a value), too_few (tasks with too few repetitions for it)}."""
+    tasks (how many have a value), too_few (tasks with too few repetitions for it)}. With a
+    `headline` whose pass rate is the mean over tasks (as many scored repetitions in every task,
+    or adaptive repeats), the `mean` reducer is that figure and takes its interval."""
     results = []
     for reducer in reducers:
         values = reduce_tasks(reducer, scores_by_task)
@@ -246,9 +267,19 @@ def reducer_results(
         if values:
             value, low, high, se = task_mean_ci(values)
             entry.update(value=value, ci95=[low, high], se=se if math.isfinite(se) else None)
+            if reducer.name == "mean" and headline is not None and _is_task_mean(headline):
+                assert headline.pass_rate_ci95 is not None
+                entry.update(value=headline.pass_rate, ci95=list(headline.pass_rate_ci95))
         entry.update(tasks=len(values), too_few=len(scores_by_task) - len(values))
         results.append(entry)
     return results
+
+
+def _is_task_mean(summary: Summary) -> bool:
+    """Whether the summary's pass rate is the mean over tasks of their mean scores."""
+    fewest, most = summary.scored_per_task
+    ready = summary.pass_rate is not None and summary.pass_rate_ci95 is not None
+    return ready and (summary.pass_rate_over == "tasks" or fewest == most)
 
 
 def header_reducers(records: Iterable[Mapping[str, Any]]) -> list[Reducer]:

@@ -5,11 +5,18 @@ repeats) and the analysis (report, view, compare) import it.
 Repetitions of one task share its difficulty, so they are not independent draws: an interval that
 treats the N repetitions of a run as N independent trials is too narrow whenever tasks differ. Here:
 
-- `clustered_mean_ci`: the mean over repetitions (the pass rate that `report` shows) with a
-  cluster-robust standard error, tasks as clusters (CR1: the sandwich estimator with the small-sample
-  factor G/(G-1), G the number of tasks).
-- `task_mean_ci`: the mean over tasks of one value per task (a reducer's value per task) with the
-  standard error of that mean, sd/sqrt(G): the clustered interval when each cluster is one value.
+- `clustered_mean_ci`: the mean over repetitions with a cluster-robust standard error, tasks as
+  clusters (CR1: the sandwich estimator with the small-sample factor G/(G-1), G the number of
+  tasks).
+- `task_mean_ci`: the mean over tasks of one value per task (a task's pass rate, a reducer's
+  value) with the standard error of that mean, sd/sqrt(G): the clustered interval when each
+  cluster is one value.
+- Both intervals are mean ± t·se with t the 97.5% quantile of Student's t with G-1 degrees of
+  freedom (`t_quantile`): with few tasks the normal 1.96 covers far less than 95% (about 78% at
+  3 tasks). When the standard error is 0 (every task passed, every task failed, or every task
+  has the same mean), the interval is Wilson's over the G tasks (`wilson_interval(mean·G, G)`):
+  one-sided at an all-pass or all-fail result (G/(G+z²) to 100%, or 0% to z²/(G+z²)), never
+  zero-width.
 - `stratified_half_width`: the part of the uncertainty that more repetitions narrow, the 95%
   half-width of the pass rate over *this* task set, stratified by task, each task's variance taken
   from its posterior mean under a Beta prior, so that a task with a few identical outcomes never
@@ -23,15 +30,19 @@ passed.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import statistics as _stdlib_statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
 
 from ..errors import ConfigError
 
 Z_95 = 1.959963984540054
+CONFIDENCE = 0.95  # of every interval here: two-sided, 2.5% in each tail
+ZERO_SE = 1e-12  # a standard error at or below this is 0 (float noise of identical values)
 PASS_THRESHOLD = 0.5  # a repetition whose score is at least this counts as a pass (pass@k, ...)
 
 
@@ -176,16 +187,101 @@ def stratified_half_width(
     return z * math.sqrt(total) / len(tasks)
 
 
-def _bounded(mean_value: float, half: float) -> tuple[float, float]:
+def wilson_interval(passed: float, total: int, z: float = Z_95) -> tuple[float, float]:
+    """The Wilson score interval for `passed` successes out of `total` (0..1 bounds); (0, 1)
+    when `total` is 0. At 0 or `total` passes it is one-sided: 0 to z²/(total+z²), or
+    total/(total+z²) to 1."""
+    if total <= 0:
+        return (0.0, 1.0)
+    p = passed / total
+    denominator = 1 + z * z / total
+    centre = (p + z * z / (2 * total)) / denominator
+    half = z * math.sqrt(max(0.0, p * (1 - p)) / total + z * z / (4 * total * total))
+    low = 0.0 if p <= 0.0 else max(0.0, centre - half / denominator)
+    high = 1.0 if p >= 1.0 else min(1.0, centre + half / denominator)
+    return (low, high)
+
+
+def _regularized_beta(a: float, b: float, x: float) -> float:
+    """I_x(a, b), the regularized incomplete beta function, by its continued fraction (modified
+    Lentz), used on the side where it converges fast."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = (
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    if x > (a + 1.0) / (a + b + 2.0):
+        return 1.0 - _regularized_beta(b, a, 1.0 - x)
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    fraction = d
+    for m in range(1, 1000):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            fraction *= c * d
+        if abs(c * d - 1.0) < 1e-15:
+            break
+    return math.exp(log_front) * fraction / a
+
+
+def t_cdf(t: float, df: float) -> float:
+    """P(T <= t) for Student's t with `df` > 0 degrees of freedom."""
+    tail = 0.5 * _regularized_beta(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t > 0 else tail
+
+
+@functools.lru_cache(maxsize=256)
+def t_quantile(p: float, df: float) -> float:
+    """The `p` quantile of Student's t with `df` degrees of freedom (0 < p < 1), to about 1e-12:
+    the root of `t_cdf` found by bisection; the normal quantile when `df` is infinite. At
+    p = 0.975: 12.706 (df 1), 4.303 (2), 2.776 (4), 2.262 (9), 2.045 (29), 1.960 (inf)."""
+    if not 0.0 < p < 1.0 or not df > 0:
+        raise ValueError(f"t_quantile: needs 0 < p < 1 and df > 0, got p={p!r}, df={df!r}")
+    if math.isinf(df):
+        return NormalDist().inv_cdf(p)
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    low, high = 0.0, 1.0
+    while t_cdf(high, df) < p:
+        low, high = high, high * 2.0
+    for _ in range(200):
+        middle = (low + high) / 2.0
+        if middle in (low, high):
+            break
+        low, high = (middle, high) if t_cdf(middle, df) < p else (low, middle)
+    return (low + high) / 2.0
+
+
+def t_critical(groups: int, confidence: float = CONFIDENCE) -> float:
+    """The two-sided critical value of an interval from `groups` clusters (at least 2): the
+    (1 + confidence)/2 quantile of t with groups - 1 degrees of freedom."""
+    return t_quantile((1.0 + confidence) / 2.0, float(groups - 1))
+
+
+def _interval(mean_value: float, se: float, groups: int) -> tuple[float, float]:
+    """mean ± t·se clipped to [0, 1], or, when se is 0, Wilson's interval over the groups."""
+    if se <= ZERO_SE:
+        return wilson_interval(min(1.0, max(0.0, mean_value)) * groups, groups)
+    half = t_critical(groups) * se
     return (max(0.0, mean_value - half), min(1.0, mean_value + half))
 
 
 def clustered_mean_ci(
-    values_by_task: Sequence[Sequence[float]], z: float = Z_95
+    values_by_task: Sequence[Sequence[float]],
 ) -> tuple[float, float, float, float]:
     """(mean, low, high, se): the mean over all repetitions with a cluster-robust standard error,
     tasks as clusters, CR1: se^2 = G/(G-1) * sum_g (sum_j (y_gj - mean))^2 / N^2 (G tasks with at
-    least one value, N values). The interval is mean ± z·se, clipped to [0, 1] (scores). With one
+    least one value, N values). The interval is mean ± t·se, t with G-1 degrees of freedom,
+    clipped to [0, 1] (scores); with se 0, Wilson's over the G tasks (never zero-width). With one
     task the se is infinite and the interval [0, 1]; with no value, mean is NaN."""
     clusters = [values for values in values_by_task if len(values) > 0]
     n = sum(len(values) for values in clusters)
@@ -197,13 +293,14 @@ def clustered_mean_ci(
         return (mean_value, 0.0, 1.0, math.inf)
     meat = math.fsum(math.fsum(v - mean_value for v in values) ** 2 for values in clusters)
     se = math.sqrt(groups / (groups - 1) * meat) / n
-    low, high = _bounded(mean_value, z * se)
-    return (mean_value, low, high, se)
+    return (mean_value, *_interval(mean_value, se, groups), se)
 
 
-def task_mean_ci(values: Sequence[float], z: float = Z_95) -> tuple[float, float, float, float]:
+def task_mean_ci(values: Sequence[float]) -> tuple[float, float, float, float]:
     """(mean, low, high, se): the mean of one value per task, se = sd / sqrt(G) (sd with G-1): the
-    clustered interval when each task gives one value (a reducer's). Clipped to [0, 1]."""
+    clustered interval when each task gives one value (a task's pass rate, a reducer's value).
+    mean ± t·se with G-1 degrees of freedom, clipped to [0, 1]; with se 0, Wilson's over the G
+    tasks. One task: [0, 1] and an infinite se; none: a NaN mean."""
     groups = len(values)
     if groups == 0:
         return (math.nan, 0.0, 1.0, math.inf)
@@ -212,8 +309,7 @@ def task_mean_ci(values: Sequence[float], z: float = Z_95) -> tuple[float, float
         return (mean_value, 0.0, 1.0, math.inf)
     variance = math.fsum((v - mean_value) ** 2 for v in values) / (groups - 1)
     se = math.sqrt(variance / groups)
-    low, high = _bounded(mean_value, z * se)
-    return (mean_value, low, high, se)
+    return (mean_value, *_interval(mean_value, se, groups), se)
 
 
 def between_tasks_dominates(clustered_half: float, stratified_half: float) -> bool:
