@@ -207,8 +207,8 @@ class RateLimited(ProviderError):
 
     `budget_empty` is True when the answer's rate-limit headers say a budget is spent (OpenAI's
     `x-ratelimit-remaining-*` or Anthropic's `anthropic-ratelimit-*-remaining` at 0): a rate
-    refusal, which pauses the endpoint, rather than an overload; `retry_after` is then at least
-    the time until that budget is whole again, when the headers say so.
+    refusal, which pauses the endpoint until that budget is whole again (when the headers say),
+    rather than an overload; the call sent again waits that pause out.
     """
 
     def __init__(

@@ -82,7 +82,9 @@ def provider_error(reply: Reply) -> ProviderError:
     """The `ProviderError` (`RateLimited` for a 429) an error answer stands for.
 
     A 429 whose rate-limit headers say a budget is spent is marked `budget_empty` (a rate
-    refusal); its Retry-After is then at least the time until that budget is whole again."""
+    refusal). Its `retry_after` is the provider's Retry-After only: the time until the budget is
+    whole again pauses the endpoint (`asynceval.funnel._signals`), and the call sent again waits
+    that pause out in line, which a success meanwhile ends; a sleep of its own would not."""
     status = reply.status_code
     retry_after = parse_retry_after(reply.headers)
     if status != 429:
@@ -94,8 +96,6 @@ def provider_error(reply: Reply) -> ProviderError:
         )
     said = read_rate_headers(reply.headers)
     empty = said is not None and said.empty
-    if retry_after is None and said is not None and said.refill:
-        retry_after = said.refill  # no Retry-After: the spent budget's reset says how long
     return RateLimited(
         _error_message(reply),
         status_code=status,

@@ -5,7 +5,10 @@ Every answer's headers go through `Signals.heard` (the lease's `on_answer`), bef
 read: announced limits become the endpoint's windows, the budget left is kept, and an answer that
 says a budget is spent pauses the endpoint until its reset (`endpoint_paused`, "announced").
 Once an endpoint has announced something, each send first waits out a budget its requests have
-used up (`acquire`), then takes its turn in the learned windows.
+used up (`acquire`), then takes its turn in the learned windows. A reset is read as at most a
+minute away, and a success whose answer carries no rate headers ends the endpoint's pause and
+drops the budget kept: the provider is answering (a gateway that adds rate headers only to its
+own 429s would otherwise never say the budget is whole again).
 
 A 429 is one of two things (`refused`). A rate refusal: its headers say a budget is spent, or no
 other call was in flight; the endpoint pauses for its Retry-After (`endpoint_paused`, "rate")
@@ -25,6 +28,9 @@ from .. import events
 from ..errors import RateLimited
 from ..limits import ConcurrencyController, ProviderRates, RateLimiter, read_rate_headers
 from ._lease import Lease
+
+_LOOK_AGAIN_S = 0.25
+"""How often a send waiting out a spent budget looks whether a success ended it."""
 
 
 class Signals:
@@ -60,7 +66,10 @@ class Signals:
         """An answer to `lease`'s request came with `headers` (any status)."""
         said = read_rate_headers(headers)
         if said is None:
-            return  # the common case for a provider that announces nothing
+            # The common case for a provider that announces nothing: a look at one attribute.
+            if self.rates.active and lease._status is not None and lease._status < 400:
+                self.answering()
+            return
         sends = self.controller.sends(self.endpoint)
         pause = self.rates.heard(said, lease.sent_seq, sends, time.monotonic())
         if pause > 0 and "retry-after-ms" not in headers and "retry-after" not in headers:
@@ -70,16 +79,28 @@ class Signals:
         """Before `lease`'s request leaves: wait out a budget the endpoint's sends have spent
         (pausing the endpoint meanwhile, so the line does not take slots to wait in), then
         take a turn in the learned windows (given back with the lease)."""
-        rates = self.rates
-        wait = rates.wait(self.controller.sends(self.endpoint), time.monotonic())
+        rates, controller, endpoint = self.rates, self.controller, self.endpoint
+        wait = rates.wait(controller.sends(endpoint), time.monotonic())
         if wait > 0:
             wait = min(wait, self.max_delay)
             self.pause(wait, "announced")
-            await anyio.sleep(wait)
+            end = time.monotonic() + wait
+            while True:  # looked at again: a success meanwhile (`answering`) ends the wait
+                now = time.monotonic()
+                left = min(end - now, rates.wait(controller.sends(endpoint), now))
+                if left <= 0:
+                    break
+                await anyio.sleep(min(left, _LOOK_AGAIN_S))
         reservation = await rates.acquire(tokens)
         if reservation is not None:
             lease._learned = reservation
             lease._learned_window = rates.window
+
+    def answering(self) -> None:
+        """A call succeeded with an answer that announced nothing: a budget kept from an
+        earlier announcement is stale, and a pause running ends (the provider is answering)."""
+        self.rates.forget()
+        self.controller.resume(self.endpoint)
 
     def refused(self, error: RateLimited, lease: Lease) -> bool:
         """`lease`'s request got the 429 `error`: True when it is an overload (send it again

@@ -12,7 +12,10 @@ kept here:
   window's seeding with what the provider already counts (other processes' calls, an earlier
   run's, the requests of this run sent before the first answer): a run that starts with 40 of
   120 left sends 40, then waits for the reset. After the reset nothing is known until the next
-  answer, and the window alone paces.
+  answer, and the window alone paces. A reset is at most a minute away (`MAX_RESET_S`), and a
+  success that carries no rate headers (`forget`) drops the budget kept: the provider is
+  answering, and a gateway that adds its headers only to its own 429s never says again that the
+  budget is whole.
 
 Sends are counted by the controller (`ConcurrencyController.sending` numbers them), so the
 count costs nothing more per call; nothing here runs for an endpoint that announced nothing.
@@ -21,6 +24,7 @@ count costs nothing more per call; nothing here runs for an endpoint that announ
 from __future__ import annotations
 
 import threading
+import time
 
 from .. import events
 from ._rate_headers import Announcement
@@ -116,6 +120,13 @@ class ProviderRates:
         else:
             self.window.relimit(requests_per_minute=requests, tokens_per_minute=tokens)
         return True
+
+    def forget(self) -> bool:
+        """A call succeeded and its answer announced nothing: drop the budget kept (see the
+        module). Whether one was kept until later than now (a pause it started is stale)."""
+        with self._lock:
+            kept, self._until = self._until, 0.0
+        return kept > time.monotonic()
 
     def wait(self, sends: int, now: float) -> float:
         """Seconds before one more request may go by the budget kept (0.0: it may go now), when

@@ -40,6 +40,16 @@ class Pauses:
         pause = self._by_endpoint.setdefault(endpoint, _Pause())
         pause.until = max(pause.until, now + max(0.0, seconds))
 
+    def end(self, endpoint: str, now: float) -> bool:
+        """End `endpoint`'s pause now (its provider answered a call since it began); whether
+        one was running. Its waiters go at once, as at a pause's natural end."""
+        pause = self._current(endpoint, now)
+        if pause is None or not pause.until:
+            return False
+        pause.until = now
+        self._current(endpoint, now)  # over: remembered as ended now
+        return True
+
     def remaining(self, endpoint: str | None, now: float) -> float:
         """Seconds left in `endpoint`'s pause, 0.0 when there is none."""
         pause = self._current(endpoint, now) if endpoint is not None else None

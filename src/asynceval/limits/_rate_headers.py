@@ -9,6 +9,10 @@ resets as RFC 3339 times. Limits are per minute in both. Anthropic's input- and 
 budgets count for `empty` (a 429 that says one of them is spent is a rate refusal) but are not
 learned as a token limit: the funnel's token window counts prompt and completion together.
 
+A reset further away than `MAX_RESET_S` is read as that: a per-minute budget is whole again
+within its minute, and a reset a year away (a daily quota's, a gateway's odd value, Anthropic's
+`9999-12-31`) must not stop an endpoint for the rest of a run; the next answer says again.
+
 Reading never raises: a malformed value is as if absent, and an answer with none of these
 headers costs four lookups (`read_rate_headers` returns None): an answer is taken to announce
 when it has a requests or tokens `remaining` header of its dialect (both providers send those
@@ -35,6 +39,8 @@ _MARKERS = (
 )
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|ms|m|s|us|µs|ns)")
 _Reset = Callable[[str | None], float | None]
+MAX_RESET_S = 60.0
+"""The furthest announced reset kept, in seconds: the window of a per-minute limit."""
 _UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 
 
@@ -108,7 +114,8 @@ def _budget(headers: Mapping[str, str], head: str, tail: str, reset: _Reset) -> 
     limit, remaining = _count(headers.get(names[0])), _count(headers.get(names[1]))
     if limit is None and remaining is None:
         return _NOTHING
-    return Budget(limit, remaining, reset(headers.get(names[2])))
+    seconds = reset(headers.get(names[2]))
+    return Budget(limit, remaining, None if seconds is None else min(seconds, MAX_RESET_S))
 
 
 def _refill(budgets: tuple[Budget, ...]) -> float | None:

@@ -243,6 +243,20 @@ class ConcurrencyController:
         for waiter in to_wake:
             waiter.wake()
 
+    def resume(self, endpoint: str) -> bool:
+        """End `endpoint`'s pause now, if one is running (in this process only): a call to it
+        succeeded since the pause began, so the provider is answering. Whether one was."""
+        if not self._pauses:
+            return False
+        with self._lock:
+            ended = self._pauses.end(endpoint, time.monotonic())
+            to_wake = [
+                w for w in (*self._front, *self._waiters) if w.endpoint == endpoint and w.timed
+            ]  # asleep for the pause: they wake and take their turn
+        for waiter in to_wake:
+            waiter.wake()
+        return ended
+
     def cooldown_remaining(self, endpoint: str | None) -> float:
         """Seconds left in `endpoint`'s pause, 0.0 when there is none."""
         if endpoint is None or not self._pauses:
