@@ -14,12 +14,16 @@ import anyio
 import pytest
 
 from asynceval import Runtime, Settings
-from asynceval.interop import anthropic_client
+from asynceval.funnel._usage_chunk import UsageChunkFilter
+from asynceval.interop import anthropic_client, openai_client
+from asynceval.llm import track_usage
+from asynceval.sim import SimConfig, SimProvider
 
 from ..conftest import EventLog
-from ._support import price_file, token_cost
+from ._support import MODEL, PRICE, QUESTION, price_file, token_cost
 
 anthropic = pytest.importorskip("anthropic")
+openai = pytest.importorskip("openai")
 
 CLAUDE = "claude-cost-test"
 CLAUDE_PRICE = {"input_mtok": 3.0, "output_mtok": 15.0}
@@ -128,3 +132,152 @@ async def test_an_anthropic_stream_read_to_its_end_is_priced_from_its_usage(
     (released,) = event_log.named("released")
     assert "cost_unknown" not in released
     assert released["cost_usd"] == token_cost(CLAUDE_PRICE, PROMPT_TOKENS, DELTAS)
+
+
+def priced(tmp_path: Path, **extra: Any) -> Settings:
+    """Settings with the tests' model priced at PRICE (and `extra`)."""
+    prices = price_file(tmp_path / "prices.json", {MODEL: PRICE})
+    return Settings(llm_prices_file=str(prices), **extra)
+
+
+async def _openai_streams(
+    url: str | None, settings: Settings, *, calls: int = 3, **ask: Any
+) -> tuple[list[Any], list[Any]]:
+    """`calls` streamed chat completions through `openai_client()` (on `url`, else the embedded
+    simulator), each read to its end; (every chunk the SDK gave, the runtime's usage)."""
+    chunks: list[Any] = []
+    async with Runtime(settings):
+        client = openai_client(**({"base_url": url} if url else {}))
+        with track_usage() as usage:
+            for i in range(calls):
+                stream = await client.chat.completions.create(
+                    model=MODEL,
+                    messages=[{"role": "user", "content": QUESTION.format(i=i)}],
+                    max_tokens=16,
+                    stream=True,
+                    **ask,
+                )
+                chunks += [chunk async for chunk in stream]
+    return chunks, [usage]
+
+
+def _priced_from_usage(event_log: EventLog, calls: int) -> None:
+    """Each `released` event is a known cost: what the call's usage costs at PRICE (16 tokens
+    out, as the simulator answers max_tokens=16 to QUESTION), never the worst case."""
+    released = event_log.named("released")
+    assert len(released) == calls
+    for event in released:
+        assert "cost_unknown" not in event, event
+        assert event["cost_usd"] < token_cost(PRICE, 400, 16)  # the worst case is > 4x this
+        assert event["cost_usd"] > token_cost(PRICE, 0, 16)
+
+
+@pytest.mark.parametrize("where", ["loopback", "in-process"])
+async def test_an_sdk_stream_without_include_usage_is_priced_from_its_real_usage(
+    where: str, tmp_path: Path, event_log: EventLog, loopback: Any
+) -> None:
+    """The OpenAI SDK's default (`stream=True`, no `stream_options`), read to the end: the funnel
+    asks for the usage, so each call costs what it used (no `cost_unknown`), its tokens are
+    counted, and the caller never sees the usage-only chunk (every chunk has `choices[0]`)."""
+    url = (
+        loopback(SimConfig(latency=0.002, stream_chunk_delay=0.001))[0]
+        if where == "loopback"
+        else None
+    )
+    chunks, (usage,) = await _openai_streams(url, priced(tmp_path))
+    assert chunks and all(chunk.choices and chunk.usage is None for chunk in chunks)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks)
+    assert usage.completion_tokens == 3 * 16 and usage.prompt_tokens > 0
+    _priced_from_usage(event_log, 3)
+    assert float(usage.cost) == pytest.approx(
+        sum(e["cost_usd"] for e in event_log.named("released"))
+    )
+
+
+async def test_a_caller_that_asked_for_include_usage_still_gets_its_usage_chunk(
+    tmp_path: Path, event_log: EventLog, loopback: Any
+) -> None:
+    url, _ = loopback(SimConfig(latency=0.002, stream_chunk_delay=0.001))
+    chunks, _ = await _openai_streams(url, priced(tmp_path), stream_options={"include_usage": True})
+    reported = [chunk.usage for chunk in chunks if not chunk.choices]
+    assert len(reported) == 3 and all(u.completion_tokens == 16 for u in reported)
+    _priced_from_usage(event_log, 3)
+
+
+async def test_a_stream_answered_from_the_cache_hides_the_usage_chunk_too(
+    tmp_path: Path, event_log: EventLog, loopback: Any
+) -> None:
+    """The model-call cache keeps the provider's whole stream (its usage included, counted on a
+    hit); a caller that did not ask for the usage does not get it from the cache either."""
+    url, sim = loopback(SimConfig(latency=0.002, stream_chunk_delay=0.001))
+    settings = priced(tmp_path, llm_cache_dir=str(tmp_path / "cache"))
+    await _openai_streams(url, settings, calls=1)
+    chunks, (usage,) = await _openai_streams(url, settings, calls=1)
+    assert sim.stats()["requests"] == 1  # the second came from the cache
+    assert chunks and all(chunk.choices for chunk in chunks)
+    assert usage.cache_hits == 1 and usage.completion_tokens == 16
+
+
+def refusing_stream_options(sim: SimProvider, log: list[dict[str, Any]]) -> Callable[..., Any]:
+    """A raw ASGI provider in front of `sim` that answers 400 naming the parameter to any body
+    with `stream_options` (as some OpenAI-compatible servers do) and passes the rest to `sim`;
+    every request body is appended to `log`."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        assert scope["type"] == "http"
+        parts = []
+        while True:
+            message = await receive()
+            parts.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        body = json.loads(b"".join(parts))
+        log.append(body)
+        if "stream_options" in body:
+            error = (
+                b'{"error": {"message": "Unrecognized request argument supplied: stream_options"}}'
+            )
+            headers = [(b"content-type", b"application/json")]
+            await send({"type": "http.response.start", "status": 400, "headers": headers})
+            await send({"type": "http.response.body", "body": error})
+            return
+        replay = iter([{"type": "http.request", "body": b"".join(parts), "more_body": False}])
+
+        async def again() -> dict[str, Any]:
+            message = next(replay, None)
+            return message if message is not None else await receive()  # its disconnect
+
+        await sim(scope, again, send)
+
+    return app
+
+
+async def test_a_provider_that_refuses_stream_options_gets_the_request_as_written(
+    tmp_path: Path, event_log: EventLog, asgi_server: Callable[[Any], int]
+) -> None:
+    """The first stream is refused with the option and sent again as written; later streams of
+    that route go as written at once. The caller gets its answers; their usage unknown, each
+    counts at its worst case with `cost_unknown` (shown apart), never as a silent known cost."""
+    log: list[dict[str, Any]] = []
+    sim = SimProvider(SimConfig(latency=0.002, stream_chunk_delay=0.001))
+    url = f"http://127.0.0.1:{asgi_server(refusing_stream_options(sim, log))}/v1"
+    chunks, _ = await _openai_streams(url, priced(tmp_path), calls=3)
+    assert ["stream_options" in body for body in log] == [True, False, False, False]
+    assert all(chunk.choices for chunk in chunks)
+    streamed = [e for e in event_log.named("released") if e.get("cost_usd")]
+    assert len(streamed) == 3 and all(e["cost_unknown"] is True for e in streamed)
+
+
+def test_the_usage_chunk_filter_reads_events_split_anywhere() -> None:
+    """Fed one byte at a time, with CRLF line ends too, the filter hands on every event but the
+    usage-only chunk, byte for byte."""
+    for end in (b"\n", b"\r\n"):
+        events = [
+            b'data: {"choices": [{"index": 0, "delta": {"content": "usage"}}], "usage": null}',
+            b'data: {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1}}',
+            b"data: [DONE]",
+        ]
+        stream = b"".join(event + end + end for event in events)
+        hide = UsageChunkFilter()
+        out = b"".join(hide.feed(stream[i : i + 1]) for i in range(len(stream))) + hide.flush()
+        assert out == events[0] + end + end + events[2] + end + end

@@ -7,10 +7,11 @@ What the framework gets back is the provider's answer: the response, or after th
 last error response (so the SDK raises its own error type), or an `httpx.ConnectError` /
 `httpx.ReadTimeout` when no response came. A streamed answer (server-sent events) keeps its slot
 until it is read to its end or closed, and is retried until its first content (the send reads it
-that far inside the attempt). Inference requests are answered from the run's call journal (a
-resumed repetition's finished calls) or the model-call cache when they hold them (a stream once it
-was read to its end); a stored answer is checked whole (length and digest, and a JSON body that
-parses) before an SDK gets it.
+that far inside the attempt). A streamed chat completion asks for its usage, which a caller that
+did not ask for it does not see (`asynceval.funnel._usage_chunk`). Inference requests are answered
+from the run's call journal (a resumed repetition's finished calls) or the model-call cache when
+they hold them (a stream once it was read to its end); a stored answer is checked whole (length
+and digest, and a JSON body that parses) before an SDK gets it.
 
 The caller's own timeout is respected (`caller_timeout`): the read timeout its SDK client or
 request set bounds each request sent for it (not its wait for a slot), when it is shorter than
@@ -40,6 +41,7 @@ from ._replies import check_response, provider_error
 from ._send import plain_headers, send
 from ._stream import LeasedStream, SyncStream
 from ._usage import StreamUsage, Usage, estimated_tokens, usage_from_json
+from ._usage_chunk import UsageChunkFilter, asking_usage, refused, without_usage_chunk
 
 if TYPE_CHECKING:
     from ._route import Route
@@ -52,20 +54,29 @@ async def exchange(route: Route, request: httpx.Request, agent: str | None) -> h
     await request.aread()  # the body, kept for every attempt
     if route.lane == "flex":
         request = flex_request(request)
+    # A streamed chat completion asks for its usage, which its caller may not see (_usage_chunk).
+    asked = None if route.plain_streams else asking_usage(request)
+    sent = asked or request
     use = None
-    if (cache is not None or journal is not None) and cacheable(request):
-        url = route.cache_url(str(request.url))
-        use = CacheUse(cache, "POST", url, request.content, request.headers.items(), journal)
+    if (cache is not None or journal is not None) and cacheable(sent):
+        url = route.cache_url(str(sent.url))
+        use = CacheUse(cache, "POST", url, sent.content, sent.headers.items(), journal)
         answer = await use.lookup()
         if answer is not None and _whole(answer):
             use.hit(_answer_usage(answer), agent=agent, answer=answer)
+            content = answer.content
+            if asked is not None and "text/event-stream" in answer.content_type:
+                content = without_usage_chunk(content)
             return httpx.Response(
-                answer.status_code,
-                headers=dict(answer.headers),
-                content=answer.content,
-                request=request,
+                answer.status_code, headers=dict(answer.headers), content=content, request=request
             )
-    response = await _call(route, request, agent)
+    response = await _call(route, sent, agent)
+    if asked is not None and refused(response):  # a server that does not know the option
+        route.plain_streams = True  # its later streams go as written
+        asked, use = None, None
+        response = await _call(route, request, agent)
+    if asked is not None and isinstance(response.stream, LeasedStream):
+        response.stream.hide = UsageChunkFilter()
     if use is not None and response.status_code < 300:
         if isinstance(response.stream, LeasedStream):  # kept once it is read to its end
             response.stream.on_complete = functools.partial(_store, use, response)
@@ -108,7 +119,7 @@ async def _call(route: Route, request: httpx.Request, agent: str | None) -> http
             estimated_tokens=estimated_tokens(request.content, body),
             # A streamed answer is never hedged (DESIGN section 17): its first byte is no answer.
             hedge=not (isinstance(body, dict) and body.get("stream") is True),
-            costing=route.pricing.costing(request.content, body),
+            costing=route.pricing.costing(request.content, body, request.url.path, request.method),
             url=request.url,
             body=body,
         )

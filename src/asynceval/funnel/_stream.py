@@ -1,7 +1,8 @@
 """A streamed answer that holds its call's slot until it is read to the end or closed.
 
 The stream is the provider's, decoded; what the send read ahead (`asynceval.funnel._readahead`)
-comes first, unchanged. Reading it feeds the usage scanner, and LLM_STREAM_IDLE_TIMEOUT bounds
+comes first, unchanged (but for the usage-only chunk of a chat completion stream whose caller
+did not ask for it: `hide`). Reading it feeds the usage scanner, and LLM_STREAM_IDLE_TIMEOUT bounds
 each wait for the next chunk (a stall fails as `httpx.ReadTimeout`, with a `stream_stalled`
 event; the slot is free before the error reaches the reader). Its end, its close, an error, a
 cancelled read, or, for a stream the consumer dropped without closing, the garbage collector,
@@ -26,6 +27,7 @@ from ..runtime import from_thread, spawn
 from ._lease import Lease
 from ._readahead import Ahead
 from ._usage import StreamUsage
+from ._usage_chunk import UsageChunkFilter
 
 
 class _Holder:
@@ -110,6 +112,9 @@ class LeasedStream(httpx.AsyncByteStream):
         # Given the whole body once the stream was read to its end (the model-call cache).
         self.on_complete: Callable[[bytes], Awaitable[None]] | None = None
         self._read: list[bytes] = []
+        # Set before reading: takes the usage-only chunk out of what the reader gets (a caller
+        # that did not ask for it, `asynceval.funnel._usage_chunk`); the usage is still read.
+        self.hide: UsageChunkFilter | None = None
         self._ahead, self._chunks = ahead.chunks, ahead.rest  # what the send read, the rest
         self._reclaimed = False  # closed by `close_soon`: a later read is told why
         for chunk in self._ahead:  # counted now: a stream reclaimed unread still reports them
@@ -117,12 +122,16 @@ class LeasedStream(httpx.AsyncByteStream):
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         read = self._read if self.on_complete is not None else None
+        hide = self.hide
         try:
             ahead, self._ahead = self._ahead, []
             for chunk in ahead:  # what the send read ahead, first and unchanged
                 if read is not None:
                     read.append(chunk)
-                yield chunk
+                if hide is not None:
+                    chunk = hide.feed(chunk)
+                if chunk:
+                    yield chunk
             delivered, chunks = bool(ahead), self._chunks
             while True:
                 try:
@@ -133,7 +142,12 @@ class LeasedStream(httpx.AsyncByteStream):
                 if read is not None:
                     read.append(chunk)
                 delivered = True
-                yield chunk
+                if hide is not None:
+                    chunk = hide.feed(chunk)
+                if chunk:
+                    yield chunk
+            if hide is not None and (rest := hide.flush()):
+                yield rest
         finally:
             self._holder.finish(self._usage)  # at once: the slot is free before any await
             await self.aclose()
