@@ -193,17 +193,23 @@ def remove_observer(observer: Observer) -> None:
 
 def write(level: str, event: str, fields: dict[str, Any]) -> None:
     """Write one event (to the process's output, and to its run's events file if it has one);
-    a failure to write is counted, never raised into the call it describes."""
+    a failure to write is counted, never raised into the call it describes. An event bound for
+    both a JSON output and the run's events file is rendered once: both get the same line."""
     try:
         for observer in _observers:
             observer(event, fields)
         log = _log_out or _log()
         number = LEVELS[level]
+        bound = _bound.get()
+        line = None
         if number >= log.threshold:
-            log.write(level, event, fields, _bound.get())  # write errors reach _lines_lost
+            line = log.write(level, event, fields, bound)  # write errors reach _lines_lost
         run_log = _run_log.get()
         if run_log is not None and number >= run_log.threshold and not run_log.closed:
-            run_log.write(level, event, fields, _bound.get())
+            if line is None:  # not written above, or rendered for the console
+                run_log.write(level, event, fields, bound)
+            else:
+                run_log.write_line(line)
     except Exception as exc:
         _count_failure(f"the {event!r} event", exc)
 

@@ -84,22 +84,18 @@ class EventLog:
 
     def write(
         self, level: str, event: str, fields: Mapping[str, Any], bound: Mapping[str, Any]
-    ) -> None:
-        """Render and write one event (`level` already known to be enabled)."""
+    ) -> str | None:
+        """Render and write one event (`level` already known to be enabled). Returns the JSON
+        line written, so that another JSON output can take the same line without rendering
+        it again (same timestamp, same bytes); None for the console format."""
         if self._render is _render_json:
             line = _plain_line(level, event, fields, bound)
-            if line is not None:
-                self.write_line(line)
-                return
-        record = {"event": event, "level": _NAMES[level], "timestamp": timestamp(), **fields}
-        for key, value in bound.items():
-            record.setdefault(key, value)
-        if "exc_info" in record:  # an application's emit(..., exc_info=True): the traceback
-            from structlog.processors import format_exc_info
-
-            record = dict(format_exc_info(None, level, record))
-        redact_secrets(None, level, record)  # in place
-        self.write_line(self._render(level, record))
+            if line is None:
+                line = _render_json(level, _record(level, event, fields, bound))
+            self.write_line(line)
+            return line
+        self.write_line(self._render(level, _record(level, event, fields, bound)))
+        return None
 
     def write_line(self, line: str) -> None:
         """Write one rendered line (a newline is added): to a stream, written and flushed at
@@ -281,6 +277,22 @@ def _plain_line(
     parts.append("}")
     line = "".join(parts)
     return None if may_hold_secret(line) else line
+
+
+def _record(
+    level: str, event: str, fields: Mapping[str, Any], bound: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The event as one dict for the general way: head, fields, bound fields under names the
+    event does not use, an application's traceback formatted, secrets blanked."""
+    record = {"event": event, "level": _NAMES[level], "timestamp": timestamp(), **fields}
+    for key, value in bound.items():
+        record.setdefault(key, value)
+    if "exc_info" in record:  # an application's emit(..., exc_info=True): the traceback
+        from structlog.processors import format_exc_info
+
+        record = dict(format_exc_info(None, level, record))
+    redact_secrets(None, level, record)  # in place
+    return record
 
 
 def _render_json(level: str, record: dict[str, Any]) -> str:
