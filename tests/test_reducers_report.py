@@ -29,6 +29,8 @@ OUTCOMES = {
     "t4": [1, 0],
 }
 Z = 1.959963984540054
+# Student's t, 97.5% quantiles (a printed table), by the number of tasks G: G - 1 degrees of freedom.
+T_BY_TASKS = {4: 3.1824463052837, 5: 2.7764451051977987}
 
 
 def header(reducers: list[str] | None = None) -> dict[str, Any]:
@@ -87,11 +89,13 @@ def share_of_subsets(results: list[int], k: int, rule: Any) -> float:
 
 
 def over_tasks(values: list[float]) -> tuple[float, float, float]:
-    """The mean of per-task values and its 95% interval, mean ± z·sd/√G, clipped to [0, 1]."""
+    """The mean of per-task values and its 95% interval, mean ± t·sd/√G (t with G - 1 degrees of
+    freedom), clipped to [0, 1]."""
     g = len(values)
     m = sum(values) / g
     sd = math.sqrt(sum((v - m) ** 2 for v in values) / (g - 1))
-    return m, max(0.0, m - Z * sd / math.sqrt(g)), min(1.0, m + Z * sd / math.sqrt(g))
+    half = T_BY_TASKS[g] * sd / math.sqrt(g)
+    return m, max(0.0, m - half), min(1.0, m + half)
 
 
 def expected(name: str) -> tuple[float, float, float, int]:
@@ -150,7 +154,10 @@ def test_the_pass_rate_interval_is_clustered_by_task(tmp_path: Path) -> None:
     meat = sum(sum(y - rate for y in results) ** 2 for results in OUTCOMES.values())
     se = math.sqrt(g / (g - 1) * meat) / n  # CR1
     assert summary["pass_rate"] == pytest.approx(rate)
-    assert summary["pass_rate_ci95"] == pytest.approx([rate - Z * se, min(1.0, rate + Z * se)])
+    t = T_BY_TASKS[g]
+    assert summary["pass_rate_ci95"] == pytest.approx(
+        [max(0.0, rate - t * se), min(1.0, rate + t * se)]
+    )
     assert summary["pass_rate_interval"] == "clustered by task" and summary["tasks"] == 5
     _, text = command(_report, "report", str(run))
     assert "clustered by task" in text

@@ -5,7 +5,9 @@ resumed run's re-run replaces the earlier one), as in `summarize`. A pair is *sc
 `report_score` gives it a score (infrastructure failures and timeouts are not scored). The paired
 statistics use the pairs scored in both runs:
 
-- difference = mean(s_B) − mean(s_A) over those n pairs, s the score in [0, 1];
+- difference = mean(s_B) − mean(s_A) over those n pairs, s the score in [0, 1]; when either run's
+  repeats were adaptive (`--repeats auto`, whose tasks have uneven numbers of repetitions), the
+  means are over tasks, each task's mean over its pairs, as the runs' pass rates are;
 - its 95% interval is a paired percentile bootstrap that resamples *tasks*, not repetitions
   (repetitions of one task share its difficulty, so they are not independent draws): 10,000
   resamples of the tasks with replacement, each task bringing all its pairs, from
@@ -14,12 +16,13 @@ statistics use the pairs scored in both runs:
   bootstrap of the per-pair differences d_i = s_B,i − s_A,i; with the same number of pairs in
   every task, of the per-task mean differences; else each resample's difference is the sum of
   its tasks' differences over the sum of their pairs (more than `MAX_PER_PAIR` such tasks: the
-  normal interval with the task-clustered (CR1) standard error). In the first two cases a
+  interval mean ± t·se with the task-clustered (CR1) standard error, t with G − 1 degrees of
+  freedom, G the tasks). In the first two cases a
   resample is drawn as multinomial counts over the distinct values of d (three for pass/fail
   scores), which costs the same for 100 tasks as for 100,000. Only when d takes more than
   `MAX_DISTINCT` values over more than `MAX_PER_PAIR` tasks (fractional scores on a large run),
-  where a resample costs too much, is it the normal interval mean(d) ± 1.96·sd(d)/√n (sd with
-  n − 1), which with that many tasks is what the bootstrap converges to;
+  where a resample costs too much, is it the interval mean(d) ± t·sd(d)/√n (sd with n − 1, t
+  with n − 1 degrees of freedom), which with that many tasks is what the bootstrap converges to;
 - the reducers (mean, pass_at_k(k), ...: `asynceval.engine.statistics`) each give a value per task
   in each run from its pairs scored in both; their difference is the mean over tasks of B's value
   minus A's, with the same bootstrap over tasks;
@@ -43,10 +46,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine.statistics import Z_95, Reducer, as_reducer, clustered_mean_ci
+from ..engine.statistics import Reducer, as_reducer, clustered_mean_ci, t_critical
 from ..errors import AsyncEvalError
+from ._binomial import binomial as binomial  # the draws of `bootstrap_means`
 from .cost import cost_comparison
-from .summary import Summary, header_reducers, report_score, summarize
+from .summary import Summary, adaptive_run, header_reducers, report_score, summarize
 
 RESAMPLES = 10_000
 SEED = 0
@@ -192,7 +196,8 @@ def compare_runs(
         else:
             comparison.both_passed += passed_a
             comparison.both_failed += not passed_a
-    _paired_statistics(comparison, scores, list(by_task.values()))
+    over_tasks = adaptive_run(records_a) or adaptive_run(records_b)
+    _paired_statistics(comparison, scores, list(by_task.values()), over_tasks=over_tasks)
     comparison.reducers = reducer_differences(chosen, list(by_task.values()))
     comparison.cost = cost_comparison(
         comparison.a, comparison.b, latest_a, latest_b, task_difference_interval
@@ -204,24 +209,40 @@ def _paired_statistics(
     comparison: Comparison,
     scores: Sequence[tuple[float, float]],
     by_task: Sequence[Sequence[tuple[float, float]]],
+    *,
+    over_tasks: bool = False,
 ) -> None:
     """The means, difference, interval (tasks resampled) and, with one pair per task, McNemar
-    p-values of the pairs scored in both runs."""
+    p-values of the pairs scored in both runs; `over_tasks`: the means are over tasks (adaptive
+    repeats), the interval that of the mean of the tasks' mean differences."""
     n = comparison.n_pairs = len(scores)
     comparison.tasks = len(by_task)
     if not n:
         return
-    comparison.mean_a = math.fsum(a for a, _ in scores) / n
-    comparison.mean_b = math.fsum(b for _, b in scores) / n
-    comparison.difference = comparison.mean_b - comparison.mean_a
     diffs_by_task = [[b - a for a, b in pairs] for pairs in by_task]
-    comparison.difference_ci95, comparison.interval_method = task_difference_interval(diffs_by_task)
+    if over_tasks:
+        comparison.mean_a = math.fsum(_mean(a for a, _ in p) for p in by_task) / len(by_task)
+        comparison.mean_b = math.fsum(_mean(b for _, b in p) for p in by_task) / len(by_task)
+        means = [[math.fsum(d) / len(d)] for d in diffs_by_task]
+        interval, method = task_difference_interval(means)
+        comparison.difference_ci95, comparison.interval_method = interval, method + " over tasks"
+    else:
+        comparison.mean_a = math.fsum(a for a, _ in scores) / n
+        comparison.mean_b = math.fsum(b for _, b in scores) / n
+        interval, method = task_difference_interval(diffs_by_task)
+        comparison.difference_ci95, comparison.interval_method = interval, method
+    comparison.difference = comparison.mean_b - comparison.mean_a
     low, high = comparison.difference_ci95
     comparison.no_difference_shown = low <= 0.0 <= high
     if all(len(pairs) == 1 for pairs in by_task):
         comparison.mcnemar_p, comparison.mcnemar_mid_p = mcnemar(
             len(comparison.regressed), len(comparison.improved)
         )
+
+
+def _mean(values: Iterable[float]) -> float:
+    found = list(values)
+    return math.fsum(found) / len(found)
 
 
 def reducer_differences(
@@ -264,7 +285,8 @@ def task_difference_interval(
     groups = len(diffs_by_task)
     if groups > MAX_PER_PAIR:
         mean, _, _, se = clustered_mean_ci(diffs_by_task)
-        return (mean - Z_95 * se, mean + Z_95 * se), "normal approximation, clustered by task"
+        half = t_critical(groups) * se
+        return (mean - half, mean + half), "normal approximation, clustered by task"
     units = [(math.fsum(d), len(d)) for d in diffs_by_task]
     rng = random.Random(SEED)
     ratios = []
@@ -369,7 +391,7 @@ def difference_interval(diffs: Sequence[float]) -> tuple[tuple[float, float], st
     if len(counts) > MAX_DISTINCT and n > MAX_PER_PAIR:
         mean = math.fsum(diffs) / n
         sd = math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (n - 1))
-        half = Z_95 * sd / math.sqrt(n)
+        half = t_critical(n) * sd / math.sqrt(n)
         return (mean - half, mean + half), "normal approximation"
     means = sorted(bootstrap_means(diffs, counts))
     low = means[math.ceil(0.025 * RESAMPLES) - 1]
@@ -398,54 +420,3 @@ def bootstrap_means(diffs: Sequence[float], counts: Mapping[float, int]) -> list
         total += left * values[-1]
         means.append(total / n)
     return means
-
-
-def binomial(rng: random.Random, n: int, p: float) -> int:
-    """A Binomial(n, p) draw in about constant time (Python 3.11 has no `binomialvariate`, and
-    using 3.12's where there is one would make the interval differ between Pythons): Devroye's
-    geometric method when n·p < 10, else Hörmann's BTRS transformed rejection."""
-    if p <= 0.0 or n <= 0:
-        return 0
-    if p >= 1.0:
-        return n
-    if p > 0.5:
-        return n - binomial(rng, n, 1.0 - p)
-    if n * p < 10.0:
-        drawn = position = 0
-        log_q = math.log(1.0 - p)
-        while True:  # the gaps between successes are geometric
-            position += math.floor(math.log(1.0 - rng.random()) / log_q) + 1
-            if position > n:
-                return drawn
-            drawn += 1
-    return _btrs(rng, n, p)
-
-
-def _btrs(rng: random.Random, n: int, p: float) -> int:
-    """Hörmann (1993), "The generation of binomial random variates", algorithm BTRS, for
-    n·p ≥ 10 and p ≤ 1/2."""
-    spq = math.sqrt(n * p * (1.0 - p))
-    b = 1.15 + 2.53 * spq
-    a = -0.0873 + 0.0248 * b + 0.01 * p
-    c = n * p + 0.5
-    v_r = 0.92 - 4.2 / b
-    alpha = (2.83 + 5.1 / b) * spq
-    log_odds = math.log(p / (1.0 - p))
-    mode = math.floor((n + 1) * p)
-    h = math.lgamma(mode + 1) + math.lgamma(n - mode + 1)
-    while True:
-        u = rng.random() - 0.5
-        v = rng.random()
-        us = 0.5 - abs(u)
-        k = math.floor((2.0 * a / us + b) * u + c) if us > 0 else -1
-        if k < 0 or k > n:
-            continue
-        if us >= 0.07 and v <= v_r:
-            return k  # the squeeze: accepted without a log
-        v *= alpha / (a / (us * us) + b)
-        if (
-            v > 0
-            and math.log(v)
-            <= h - math.lgamma(k + 1) - math.lgamma(n - k + 1) + (k - mode) * log_odds
-        ):
-            return k

@@ -82,8 +82,9 @@ def _pass_rate(summary: Summary) -> str:
     if summary.pass_rate is None or summary.pass_rate_ci95 is None:
         return f"no scored repetitions of {summary.repetitions}"
     low, high = summary.pass_rate_ci95
-    text = f"{summary.passed:g}/{summary.scored} = {summary.pass_rate:.1%} "
-    text += f"(95% CI {low:.1%}-{high:.1%})"
+    text = f"{summary.pass_rate:.1%} (95% CI {low:.1%}-{high:.1%})"
+    if summary.pass_rate_over != "tasks":  # passed/scored is the rate itself only then
+        text = f"{summary.passed:g}/{summary.scored} = {text}"
     if summary.repetitions != summary.scored:
         text += f", {summary.repetitions} repetitions"
     return text
@@ -110,9 +111,13 @@ def _paired(comparison: Comparison) -> list[tuple[str, str]]:
     assert comparison.mean_a is not None and comparison.mean_b is not None
     assert comparison.difference is not None and comparison.difference_ci95 is not None
     low, high = comparison.difference_ci95
+    over_tasks = "tasks" in (comparison.a.pass_rate_over, comparison.b.pass_rate_over)
     rows = [
         ("pairs scored in both", f"{comparison.n_pairs} in {comparison.tasks} tasks"),
-        ("mean score A / B", f"{comparison.mean_a:.1%} / {comparison.mean_b:.1%}"),
+        (
+            "mean score A / B" + (" (over tasks)" if over_tasks else ""),
+            f"{comparison.mean_a:.1%} / {comparison.mean_b:.1%}",
+        ),
         (
             "difference B - A",
             f"{_points(comparison.difference)} (95% CI {_span(low, high)}), "
