@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from asynceval.analysis.compare import compare_runs, difference_interval
+from asynceval.analysis.compare import compare_runs, difference_interval, task_difference_interval
 from asynceval.analysis.summary import wilson_interval
 from asynceval.cli import _compare, _report
 
@@ -236,3 +236,27 @@ def test_compare_shows_a_difference_and_each_reducers(tmp_path: Path) -> None:
     assert reducer["name"] == "pass_at_k(2)"
     assert reducer["a"] == pytest.approx(0.5) and reducer["b"] == pytest.approx(1.0)
     assert "a difference shown" in command(_compare, "compare", str(a), str(b))[1]
+
+
+T_300 = 1.9679030113  # Student's t, 97.5% quantile, 300 degrees of freedom
+
+
+def test_compare_normal_approximations_use_t_with_tasks_minus_one_degrees_of_freedom() -> None:
+    """Where `compare` does not resample (301 tasks of uneven sizes; 301 pairs with many distinct
+    fractional differences), its interval is mean ± t·se, t with 300 degrees of freedom."""
+    rng = random.Random(3)
+    by_task = [[rng.random() - 0.4 for _ in range(1 + i % 3)] for i in range(301)]
+    (low, high), method = task_difference_interval(by_task)
+    ys = [d for diffs in by_task for d in diffs]
+    n, g = len(ys), len(by_task)
+    mean = sum(ys) / n
+    se = math.sqrt(g / (g - 1) * sum(sum(d - mean for d in ds) ** 2 for ds in by_task)) / n
+    assert method == "normal approximation, clustered by task"
+    assert (low, high) == pytest.approx((mean - T_300 * se, mean + T_300 * se), rel=1e-9)
+    diffs = [rng.random() - 0.5 for _ in range(301)]
+    (low, high), method = difference_interval(diffs)
+    mean = sum(diffs) / 301
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / 300)
+    assert method == "normal approximation"
+    half = T_300 * sd / math.sqrt(301)
+    assert (low, high) == pytest.approx((mean - half, mean + half), rel=1e-9)
