@@ -1,19 +1,29 @@
 """Secret redaction: what never reaches an events file, a results file or stderr.
 
-A structlog processor (`redact_secrets`) blanks values under secret-looking keys at any depth and
-anything held by a `SecretStr`. Then every string value (never the rendered text, which a secret
-such as `null` or `1000` would cut through) loses every registered secret (`register_secret`, in
-its raw and JSON-escaped forms) and every bearer-token or API-key shaped string: events through
-`ScrubbingRenderer`, results lines through `scrub_value`, and only when a cheap look at the
-rendered line (`may_hold_secret`) says it may hold one.
+A structlog processor (`redact_secrets`) blanks values under secret-looking keys at any depth
+(`Authorization`, `x-api-key`, `api_key`, ...) and anything held by a `SecretStr`. Then every
+string value (never the rendered text, which a secret such as `null` or `1000` would cut through;
+never a mapping's keys, which are field names) loses every registered secret (`register_secret`,
+in its raw and JSON-escaped forms), every bearer-token or API-key shaped string, and the
+credentials of a URL (`user:pass@`, `?key=...`): events through `ScrubbingRenderer`, results lines
+through `scrub_value`, and only when a cheap look at the rendered line (`may_hold_secret`) says
+it may hold one.
+
+Only a value shaped like a key is registered for blanking wherever it occurs: at least
+`MIN_SECRET_LENGTH` characters, varied enough (`MIN_SECRET_ENTROPY` bits a character), and not
+one of the usual placeholders of local servers (`test`, `none`, `EMPTY`, `ollama`,
+`lm-studio`, ...). A placeholder in free text is a word of an answer or of a field's name, not a
+secret; it is still blanked where it is a secret (an Authorization header, a key-shaped value).
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 import threading
+from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -30,20 +40,86 @@ _SECRET_KEY = re.compile(
 )
 _SECRET_VALUE = re.compile(
     r"(?:Bearer|Basic)\s+[A-Za-z0-9._~+/=\-]{6,}|\bsk-[A-Za-z0-9_\-]{8,}|\bxox[abp]-[A-Za-z0-9\-]{8,}"
+    r"|\bAIza[A-Za-z0-9_\-]{30,}|\bgsk_[A-Za-z0-9]{20,}"
 )
+_URL_SECRET = re.compile(  # a URL's user:password@, and its query's credentials
+    r"(?<=://)[^\s/?#@:\"']+:[^\s/?#@\"']+(?=@)"
+    r"|(?<=[?&])(?:api[-_]?key|key|token|access[-_]?token|auth|sig|signature|secret|password)"
+    r"=[^&\s\"'#]+",
+    re.IGNORECASE,
+)
+_KEY_HINTS = ("Bearer", "Basic", "sk-", "xox", "AIza", "gsk_")
+_URL_HINTS = ("key=", "token=", "sig=", "auth=", "secret=", "password=", "KEY=", "TOKEN=")
+
+MIN_SECRET_LENGTH = 12
+"""A registered value shorter than this is not blanked in free text (see the module)."""
+MIN_SECRET_ENTROPY = 3.0
+"""Bits a character (Shannon, over the value's own characters) below which a registered value is
+too plain to blank in free text: `aaaaaaaaaaaaaaaa` or `testtesttesttest` would cut words."""
+PLACEHOLDER_KEYS = frozenset(
+    (
+        "test",
+        "none",
+        "null",
+        "dummy",
+        "empty",
+        "ollama",
+        "lm-studio",
+        "lmstudio",
+        "vllm",
+        "local",
+        "fake",
+        "fake-key",
+        "placeholder",
+        "not-needed",
+        "no-key",
+        "nokey",
+        "no-key-required",
+        "sk-no-key-required",
+        "not-used",
+        "unused",
+        "anything",
+        "api-key",
+        "apikey",
+        "your-api-key",
+        "your-api-key-here",
+        "your_api_key",
+        "your_api_key_here",
+        "changeme",
+        "secret",
+        "password",
+    )
+)
+"""Keys that local servers' docs use (vLLM `EMPTY`, Ollama `ollama`, LM Studio `lm-studio`,
+llama.cpp `sk-no-key-required`), compared without case: never blanked in free text."""
 
 _secrets: tuple[str, ...] = ()  # longest first, so a key inside a longer one goes whole
 _lock = threading.Lock()
 
 
-def register_secret(value: str | SecretStr | None) -> None:
-    """Make sure `value` is blanked wherever it appears in an event, even inside a longer string."""
+def secret_shaped(value: str) -> bool:
+    """Whether `value` looks like a real key, not a placeholder: long enough, varied enough, and
+    not a well-known placeholder (see the module). Only such a value is blanked in free text."""
+    if len(value) < MIN_SECRET_LENGTH or value.strip().lower() in PLACEHOLDER_KEYS:
+        return False
+    n = len(value)
+    entropy = -sum(c / n * math.log2(c / n) for c in Counter(value).values())
+    return entropy >= MIN_SECRET_ENTROPY
+
+
+def register_secret(value: str | SecretStr | None, *, always: bool = False) -> None:
+    """Make sure `value` is blanked wherever it appears in an event or a results line, even
+    inside a longer string. A value that does not look like a key (`secret_shaped`: `test`,
+    `EMPTY`, `ollama`, short or plain strings) is left alone unless `always`: blanking it would
+    cut words out of answers; where it is sent as a credential (an Authorization or `x-api-key`
+    header), it is blanked by that field's name anyway."""
     global _secrets
     raw = value.get_secret_value() if isinstance(value, SecretStr) else value
-    if raw and len(raw) >= 4:
-        with _lock:  # a new tuple, so a thread scrubbing a line never sees it change
-            # Also the form JSON writes it in (escaped quotes, backslashes, non-ASCII).
-            _secrets = tuple(sorted({*_secrets, raw, json.dumps(raw)[1:-1]}, key=len, reverse=True))
+    if not raw or not (always or secret_shaped(raw)):
+        return
+    with _lock:  # a new tuple, so a thread scrubbing a line never sees it change
+        # Also the form JSON writes it in (escaped quotes, backslashes, non-ASCII).
+        _secrets = tuple(sorted({*_secrets, raw, json.dumps(raw)[1:-1]}, key=len, reverse=True))
 
 
 # Fields asynceval writes itself: their names are not secret-looking (their values are still
@@ -113,35 +189,45 @@ def redact_secrets(logger: WrappedLogger, method_name: str, event_dict: EventDic
 def may_hold_secret(text: str) -> bool:
     """Whether rendered text may hold a secret: cheap substring checks, so that the common line
     (none) pays for nothing more."""
-    if "Bearer" in text or "Basic" in text or "sk-" in text or "xox" in text:
+    if any(hint in text for hint in _KEY_HINTS):
+        return True
+    if ("://" in text and "@" in text) or any(hint in text for hint in _URL_HINTS):
         return True
     secrets = _secrets
     return bool(secrets) and any(secret in text for secret in secrets)
 
 
 def scrub_line(text: str) -> str:
-    """`text` with every registered secret (whole) and every bearer/API-key shaped string blanked.
-    For one string value: applied to rendered JSON it could cut through its syntax."""
+    """`text` with every registered secret (whole), every bearer/API-key shaped string and a
+    URL's credentials blanked. For one string value: applied to rendered JSON it could cut
+    through its syntax."""
     for secret in _secrets:
         if secret in text:
             text = text.replace(secret, REDACTED)
-    if "Bearer" in text or "Basic" in text or "sk-" in text or "xox" in text:
+    if any(hint in text for hint in _KEY_HINTS):
         text = _SECRET_VALUE.sub(REDACTED, text)
+    if ("://" in text and "@" in text) or any(hint in text for hint in _URL_HINTS):
+        text = _URL_SECRET.sub(_blank_url_secret, text)
     return text
 
 
+def _blank_url_secret(match: re.Match[str]) -> str:
+    """A URL's `user:password` goes whole; a query's `key=value` keeps its name."""
+    found = match.group()
+    name, equals, _ = found.partition("=")
+    return f"{name}={REDACTED}" if equals and ":" not in name else REDACTED
+
+
 def scrub_value(value: Any) -> Any:
-    """A copy of `value` with `scrub_line` applied to every string in it (keys included); numbers,
-    booleans and None are left as they are, so JSON made of it stays valid and typed."""
+    """A copy of `value` with `scrub_line` applied to every string value in it; a mapping's keys
+    are names, never rewritten (`n_tests` stays `n_tests` whatever the key); numbers, booleans
+    and None are left as they are, so JSON made of it stays valid and typed."""
     if isinstance(value, str):
         return scrub_line(value)
     if isinstance(value, SecretStr):
         return REDACTED
     if isinstance(value, Mapping):
-        return {
-            scrub_line(key) if isinstance(key, str) else key: scrub_value(item)
-            for key, item in value.items()
-        }
+        return {key: scrub_value(item) for key, item in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
         return [scrub_value(item) for item in value]
     return value
