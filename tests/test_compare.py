@@ -269,6 +269,6 @@ def test_mistakes_are_one_line_errors_naming_the_path(
     def unreadable(path: Path) -> NoReturn:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(_report, "read_records", unreadable)
+    monkeypatch.setattr(_report, "read_summaries", unreadable)
     with pytest.raises(CLIError, match=r"good\.jsonl: cannot be read"):
         compare_command(str(good), str(good))

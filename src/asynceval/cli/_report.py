@@ -15,7 +15,7 @@ from rich.text import Text
 from ..analysis import Summary, summarize
 from ..analysis.cost import budget_rows, cost_rows
 from ..analysis.run_info import describe, read_manifest
-from ..engine import read_records
+from ..engine.results import read_summaries
 from ..engine.statistics import REDUCER_NAMES, as_reducer
 from ..errors import ConfigError
 from ..events import NO_LLM_CALLS_ADVICE
@@ -152,10 +152,11 @@ def results_file(path_text: str) -> Path:
 
 
 def load_records(path: Path) -> tuple[list[dict[str, Any]], int]:
-    """(records, damaged lines) of a results file; a file that cannot be read or holds nothing
-    is a CLIError naming it."""
+    """(records, damaged lines) of a results file, without the bulk that summaries and
+    comparisons never read (`read_summaries`: a file of large traces costs one line's worth of
+    memory); a file that cannot be read or holds nothing is a CLIError naming it."""
     try:
-        records, damaged = read_records(path)
+        records, damaged = read_summaries(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise CLIError(f"{path}: cannot be read ({exc})") from exc
     if not records:

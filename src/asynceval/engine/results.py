@@ -141,6 +141,48 @@ def read_records(path: str | PathLike[str]) -> tuple[list[dict[str, Any]], int]:
     return records, damaged
 
 
+def read_summaries(path: str | PathLike[str]) -> tuple[list[dict[str, Any]], int]:
+    """`read_records` for readers that count and score (a run's summary, `report`, `compare`):
+    each report without what none of them reads (traces, config, an error's traceback, an
+    evaluator entry's text and nested values past `_SHORT` characters), read one line at a time,
+    so a file whose bulk is in any of those costs one line's worth of memory, not the file's.
+    Scores (`passed`, `score`) and every other scalar are kept as written."""
+    records: list[dict[str, Any]] = []
+    damaged = 0
+    for record in iter_records(path):
+        if record is None:
+            damaged += 1
+        else:
+            records.append(_slim(record))
+    return records, damaged
+
+
+_UNREAD = frozenset({"traces", "config"})
+_SHORT = 256  # an evaluator's text kept up to this length (a label, a short reason)
+
+
+def _slim(record: dict[str, Any]) -> dict[str, Any]:
+    slim = {key: value for key, value in record.items() if key not in _UNREAD}
+    error = slim.get("error")
+    if isinstance(error, dict) and "traceback" in error:
+        slim["error"] = {key: value for key, value in error.items() if key != "traceback"}
+    entries = slim.get("eval")
+    if isinstance(entries, list):
+        slim["eval"] = [
+            {key: value for key, value in entry.items() if _is_small(value)}
+            if isinstance(entry, dict)
+            else entry
+            for entry in entries
+        ]
+    return slim
+
+
+def _is_small(value: Any) -> bool:
+    if isinstance(value, str):
+        return len(value) <= _SHORT
+    return value is None or isinstance(value, bool | int | float)
+
+
 def read_header(path: str | PathLike[str]) -> dict[str, Any] | None:
     """The first header of the results file at `path`: None when there is no file or it holds
     nothing yet. A file whose first line is not a run header is not a results file: ConfigError
@@ -171,14 +213,16 @@ def successful_pairs(path: str | PathLike[str]) -> set[tuple[str, int]]:
 
 
 # The heavy parts of a report, which a resumed run does not need of its earlier successes; every
-# other key (ids, run_id, status, termination reason, eval, attempts) is kept as written.
+# other key (ids, run_id, status, termination reason, eval, attempts) is kept, the evaluators'
+# entries with their scalars and short text only (see `read_summaries`).
 _DROPPED_ON_RESUME = frozenset({"error", "traces", "config", "usage", "timing"})
 
 
 def successful_reports(path: str | PathLike[str]) -> dict[tuple[str, int], dict[str, Any]]:
     """The successful reports of a results file by (task_id, repeat_idx), each cut down to what a
-    resumed run needs of it (ids, status, eval: the queue and `on_task_end` see these), read one
-    line at a time: resuming a file of large traces costs what its successes' evals do."""
+    resumed run needs of it (ids, status, the evaluators' scores, scalars and short text: the
+    queue and `on_task_end` see these; the whole report stays in the file), read one line at a
+    time: resuming costs one line's worth of memory whatever field of the reports is large."""
     if not os.path.exists(path):
         return {}
     reports: dict[tuple[str, int], dict[str, Any]] = {}
@@ -190,7 +234,8 @@ def successful_reports(path: str | PathLike[str]) -> dict[tuple[str, int], dict[
         # with no repetition: that repetition runs again rather than the resume failing.
         if type(task_id) is str and type(repeat_idx) is int:
             pair = (task_id, repeat_idx)
-            reports[pair] = {k: v for k, v in record.items() if k not in _DROPPED_ON_RESUME}
+            kept = {k: v for k, v in record.items() if k not in _DROPPED_ON_RESUME}
+            reports[pair] = _slim(kept)
     return reports
 
 
