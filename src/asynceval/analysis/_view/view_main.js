@@ -84,7 +84,9 @@
       : el("div", { cls: "card", id: "pass-rate" }, [
         el("div", { cls: "muted", text: "pass rate" }),
         el("div", { cls: "big", text: pct(s.pass_rate) }),
-        el("div", { text: num(+s.passed.toFixed(3)) + " / " + num(s.scored) + " scored repetitions" }),
+        el("div", { id: "pass-rate-of", text: s.pass_rate_over === "tasks"
+          ? "mean over " + num(s.tasks) + " tasks (adaptive repeats: " + num(s.scored) + " scored repetitions)"
+          : num(+s.passed.toFixed(3)) + " / " + num(s.scored) + " scored repetitions" }),
         el("div", { id: "pass-rate-ci", text: "95% CI " + pct(s.pass_rate_ci95[0]) + " – " + pct(s.pass_rate_ci95[1]) + " (" + (s.pass_rate_interval || "Wilson, over repetitions") + ", " + num(s.tasks) + " tasks)" }),
         ciBar(s.pass_rate_ci95, s.pass_rate, 200),
         s.add_tasks_not_repeats ? el("div", { cls: "muted", id: "add-tasks", text: "the interval is mostly between tasks: add tasks, not repeats" }) : null,
