@@ -42,6 +42,21 @@ def test_the_first_run_summary_shows_one_interval_for_the_pass_rate(tmp_path: Pa
     assert len(set(intervals(text))) == 1  # one figure, one interval
     summary = json.loads(main("report", str(tmp_path / "run"), "--json")[1])
     assert summary["reducers"][0]["ci95"] == pytest.approx(summary["pass_rate_ci95"])
+    # Its 40 questions cost within 15% of one another: one line, not ten tasks picked from ties.
+    assert re.search(r"by task 40 tasks alike: \$[\d.]+-\$[\d.]+ per report", text), text
+    assert "costliest" not in text
+
+
+def test_the_costliest_tasks_are_listed_where_task_costs_differ(tmp_path: Path) -> None:
+    lines: list[dict[str, Any]] = [{"type": "header"}]
+    for index, cost in enumerate([0.0001, 0.0001, 0.0003]):
+        usage = {"llm_calls": 1, "cost_usd": cost, "unpriced_calls": 0}
+        lines.append({"task_id": f"t{index}", "repeat_idx": 0, "status": "success", "usage": usage})
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    _, text = main("report", str(run))
+    assert " by task t2 $0.0003 (1 report) t0 $0.0001 (1 report)" in text and "alike" not in text
 
 
 def write(path: Path, outcomes: dict[str, list[int]], reducers: list[str]) -> Path:

@@ -93,7 +93,10 @@ def cost_rows(summary: Summary, tasks_shown: int = TASKS_SHOWN) -> list[tuple[st
         for name, model in summary.cost_by_model.items():
             rows.append((f"    {name}", _part(model["cost_usd"], model["calls"], "call", model)))
     tasks = summary.cost_by_task
-    if tasks:
+    alike = _alike_tasks(tasks)
+    if alike is not None:
+        rows.append(("  by task", alike))
+    elif tasks:
         more = f"the {tasks_shown} costliest of {len(tasks)}" if len(tasks) > tasks_shown else ""
         rows.append(("  by task", more))
         for task in tasks[:tasks_shown]:
@@ -101,6 +104,23 @@ def cost_rows(summary: Summary, tasks_shown: int = TASKS_SHOWN) -> list[tuple[st
                 (f"    {task['task_id']}", _part(task["cost_usd"], task["reports"], "report", task))
             )
     return rows
+
+
+TASKS_DIFFER = 1.5  # the costliest task per report at least this times the cheapest: list them
+
+
+def _alike_tasks(tasks: Sequence[Mapping[str, Any]]) -> str | None:
+    """One line for tasks whose costs do not differ ('40 tasks alike: $0.000013-$0.000015 per
+    report'): two or more tasks, each priced in full, the costliest per report less than
+    TASKS_DIFFER times the cheapest; None when a list of the costliest tells more."""
+    if len(tasks) < 2 or any(t["cost_usd"] is None or t["unpriced_calls"] for t in tasks):
+        return None
+    per_report = [t["cost_usd"] / t["reports"] for t in tasks if t["reports"]]
+    low, high = min(per_report), max(per_report)
+    if len(per_report) < len(tasks) or high >= TASKS_DIFFER * low:
+        return None
+    spread = money(low) if money(low) == money(high) else f"{money(low)}-{money(high)}"
+    return f"{len(tasks)} tasks alike: {spread} per report"
 
 
 def _part(cost: float | None, count: int, word: str, tally: Mapping[str, Any]) -> str:
