@@ -1,15 +1,16 @@
 """The gateway: one LLM call as a retry loop of attempts, each bounded by the limits.
 
-Per attempt, in order: a concurrency slot (respecting the endpoint's 429 pause and adaptive
-limit), the rate limiter's windows, then, once the endpoint's provider has announced its rate
-limits, the budget it said is left and the windows of what it announced (last, so the provider
-sees what they admitted), then the provider request within LLM_CALL_TIMEOUT (an
-`anyio.move_on_after` deadline). Every answer's headers are read as it comes, and a 429 is told
-apart as an overload or a rate refusal, by `asynceval.funnel._signals`. The retry loop
-sits outside the slot, so backoff sleeps never hold one; an attempt turned away by an overloaded
-provider comes back at the front of the line instead (see `Gateway._attempt`). Every failed
-attempt that will be retried writes a `retry` event; a call that fails for good writes
-`llm_call_failed` and raises `LLMCallFailed`.
+Per attempt, in order: under a cost budget, the request's worst case reserved (before the slot:
+a request the budget refuses takes no slot and is no LLM call), a concurrency slot (respecting
+the endpoint's 429 pause and adaptive limit), the rate limiter's windows, then, once the
+endpoint's provider has announced its rate limits, the budget it said is left and the windows of
+what it announced (last, so the provider sees what they admitted), then the provider request
+within LLM_CALL_TIMEOUT (an `anyio.move_on_after` deadline). Every answer's headers are read as
+it comes, and a 429 is told apart as an overload or a rate refusal, by
+`asynceval.funnel._signals`. The retry loop sits outside the slot, so backoff sleeps never hold
+one; an attempt turned away by an overloaded provider comes back at the front of the line
+instead (see `Gateway._attempt`). Every failed attempt that will be retried writes a `retry`
+event; a call that fails for good writes `llm_call_failed` and raises `LLMCallFailed`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Awaitable, Callable
+from decimal import Decimal
 from typing import TYPE_CHECKING, TypeVar
 
 import anyio
@@ -26,7 +28,6 @@ from .. import events
 from ..config import Lane
 from ..errors import (
     AttemptTimeout,
-    BudgetExhausted,
     ProviderConnectionError,
     ProviderError,
     RateLimited,
@@ -39,7 +40,7 @@ from ._call import Overrides as Overrides
 from ._costing import Costing
 from ._hedge import Hedger, hedger_for
 from ._held import collect_if_dropped, scope_if_any
-from ._lease import Lease
+from ._lease import Lease, reserve_cost
 from ._signals import Signals, flex_unavailable
 from ._usage import Usage, current_usage
 
@@ -319,6 +320,12 @@ class Gateway:
         if hedger is not None:
             return await hedger.send(self, attempt, call, estimated_tokens, usage_of, requeue)
         controller, limiter, endpoint = self.controller, self.rate_limiter, self.endpoint
+        costing = call.costing
+        share = None
+        if costing is not None and costing.budget is not None:
+            # Before the slot: a request the budget refuses is no LLM call (no queueing,
+            # acquired or released event; not in llm_calls) and waits for room holding none.
+            share = await reserve_cost(costing, call.usage)
         slot = controller.slot(
             agent=call.agent,
             dimension=call.dimension,
@@ -326,22 +333,21 @@ class Gateway:
             endpoint=endpoint,
             front=requeue > 0,
         )
-        held = scope_if_any()
-        if held:  # a stream this scope left unread must not block it: closed when no slot is free
-            await collect_if_dropped(held, controller, endpoint)
-        await slot.__aenter__()
-        lease = Lease(slot, limiter, call.usage, call.costing)
+        try:
+            held = scope_if_any()
+            if held:  # a stream this scope left unread must not block it: closed if no slot
+                await collect_if_dropped(held, controller, endpoint)
+            await slot.__aenter__()
+        except BaseException:
+            if share is not None:  # never sent: its reservation back
+                assert costing is not None and costing.budget is not None
+                costing.budget.settle(share, Decimal(0))
+            raise
+        lease = Lease(slot, limiter, call.usage, costing, share)
         if call.span is not None:  # told each answer's usage and cost as its lease is released
             call.span.attempt_started(lease, slot.wait_s)
         signals = self.signals
         try:
-            if call.costing is not None and call.costing.budget is not None:
-                try:
-                    await lease.reserve_cost()  # with the slot: only requests about to go
-                except BudgetExhausted as exc:
-                    if call.usage is not None:
-                        call.usage.budget_refusal = exc
-                    raise
             if limiter is not None:
                 lease._reservation = await limiter.acquire(estimated_tokens)
             if signals is not None:

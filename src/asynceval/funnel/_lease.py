@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 
+from ..errors import BudgetExhausted
 from ..limits import RateLimiter, Slot
 from ..limits.rate import Reservation
 from ._costing import Costing
@@ -51,6 +52,7 @@ class Lease:
         limiter: RateLimiter | None,
         usage: UsageCounter | None,
         costing: Costing | None = None,
+        cost_share: Decimal | None = None,
     ):
         self._slot = slot
         self._limiter = limiter
@@ -58,7 +60,8 @@ class Lease:
         self._usage = usage
         self._released = False
         self.costing = costing  # its call's price and budget (None: not a priced model call)
-        self._cost_share: Decimal | None = None  # what it reserved of the budget, if any
+        # What it reserved of the budget (`reserve_cost`, before its slot was taken), if any.
+        self._cost_share = cost_share
         self._abandoned = False  # reclaimed unfinished: its cost was counted then (see reclaim)
         self._answered = False
         self._status: int | None = None  # the answer's HTTP status, when its sender says
@@ -113,16 +116,6 @@ class Lease:
             assert self.costing.budget is not None
             self.costing.budget.streaming()  # its reader may be the code waiting for budget
 
-    async def reserve_cost(self) -> None:
-        """Reserve this request's worst case against its run's budget (the gateway, before it
-        is sent); `BudgetExhausted` when it does not fit."""
-        costing = self.costing
-        if costing is None or costing.budget is None:
-            return
-        share = costing.worst_case()
-        await costing.budget.reserve(share)
-        self._cost_share = share
-
     def reclaim(self) -> None:
         """Its scope ended with the result unfinished: end it (`on_reclaim`: the stream closes
         and counts what it read), else just release. Left unread, it costs its worst case (what
@@ -145,6 +138,8 @@ class Lease:
             if self._released:
                 return False
             self._released = True
+        cost: Decimal | None = None  # what it cost and whether that is a worst case, as far
+        unknown = False  # as known: the slot is freed whatever step below fails
         try:
             if self._held is not None:
                 self._held.pop(self, None)
@@ -218,6 +213,23 @@ class Lease:
         if costing.price is None:
             return None
         return self._cost_share if self._cost_share is not None else costing.worst_case()
+
+
+async def reserve_cost(costing: Costing, usage: UsageCounter | None) -> Decimal:
+    """Reserve one request's worst case against its call's budget (the gateway, before the
+    request takes a slot, so that a refused one is no LLM call and holds no slot while it waits
+    for budget room); its share, for its `Lease`. `BudgetExhausted` when it does not fit,
+    noted on `usage` (its repetition ends `budget_exhausted`)."""
+    budget = costing.budget
+    assert budget is not None
+    share = costing.worst_case()
+    try:
+        await budget.reserve(share)
+    except BudgetExhausted as exc:
+        if usage is not None:
+            usage.budget_refusal = exc
+        raise
+    return share
 
 
 def _settle(limiter: RateLimiter, share: Reservation, usage: Usage | None, kept: bool) -> None:
