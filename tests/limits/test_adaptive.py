@@ -187,10 +187,12 @@ def test_an_overload_cuts_once_per_round_trip_and_again_in_the_next() -> None:
     """429s of requests sent before the last cut are the same round: no second cut; a request
     sent after the cut that is refused is news, and cuts again."""
     limits = AdaptiveLimits(20)
-    # Sends 1..20 went out; the 429 of send 6 (5 others served) cuts at send 20.
-    assert limits.overload("e", 5 + 9, 0.0, 0.0, sent=6, sends=20) == Change(20, 14)
+    # Sends 1..20 went out; the 429 of send 6 (5 others served, sent before it, and the 14
+    # sent after it still out) cuts at send 20, to the 5.
+    assert limits.overload("e", 5 + 14, 0.0, 0.0, sent=6, sends=20) == Change(20, 5)
     for sent in (7, 12, 20):  # more 429s of that round, fewer others still out each time
-        assert limits.overload("e", 13 - sent // 2, 0.0, 0.0, sent=sent, sends=20) is None
-    assert limits.limit("e") == 14
-    # A request sent after the cut (send 25) is refused with 10 others out: a new round.
-    assert limits.overload("e", 10, 0.0, 0.0, sent=25, sends=30) == Change(14, 10)
+        assert limits.overload("e", 18 - sent // 2, 0.0, 0.0, sent=sent, sends=20) is None
+    assert limits.limit("e") == 5
+    # A request sent after the cut (send 25) is refused with 4 others out, 2 of them sent
+    # after it: a new round, down to the 2 sent before.
+    assert limits.overload("e", 4, 0.0, 0.0, sent=25, sends=27) == Change(5, 2)

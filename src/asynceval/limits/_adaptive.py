@@ -1,14 +1,17 @@
 """Adaptive per-endpoint limits: the arithmetic of `ConcurrencyController`'s AIMD, as state.
 
 A provider that serves fewer calls at once than our limit answers the excess with 429s while it
-serves the rest. On such a 429 the endpoint's limit drops to the calls still in flight there
-(what the provider is shown to serve) and does not grow again for the 429's Retry-After. Each
-success then adds 1/limit (about one slot per round of calls), so the limit probes the
-provider's cap again. A drop happens at most once per round trip: the 429s of requests sent
-before the last drop tell of the same overload, and do not cut again. A probe refused at the
-level already learnt doubles the next hold (up to 32 times the Retry-After): a provider whose
-cap does not move is asked ever more rarely, and one whose cap grew (the limit climbs two past
-the level) is probed at the normal pace again.
+serves the rest. On such a 429 the endpoint's limit drops to what the provider is shown to serve:
+the calls still in flight there that were sent before the refused one (those sent after it are
+refused too, or not yet seen: the first 429 of a burst of 10 at a provider serving 3 comes with
+9 others out, 6 of them sent after it, so the limit drops to 3 in one cut, not to 9, 8, ... as
+each 429 arrives). It does not grow again for the 429's Retry-After. Each success then adds
+1/limit (about one slot per round of calls), so the limit probes the provider's cap again. A
+drop happens at most once per round trip: the 429s of requests sent before the last drop tell of
+the same overload, and do not cut again. A probe refused at the level already learnt doubles the
+next hold (up to 32 times the Retry-After) and halves the growth after it: a provider whose cap
+does not move is asked ever more rarely (without a Retry-After too), and one whose cap grew (the
+limit climbs two past the level) is probed at the normal pace again.
 
 This module holds no lock: the controller calls it under its own.
 """
@@ -66,15 +69,19 @@ class AdaptiveLimits:
         sent: int | None = None,
         sends: int = 0,
     ) -> Change | None:
-        """A 429 while `others` (>= 1) calls to `endpoint` were in flight: drop to them.
+        """A 429 while `others` (>= 1) calls to `endpoint` were in flight: drop to those of them
+        sent before the refused one (at least 1), as many as the provider is shown to serve.
 
         At most once per round trip: a 429 for the request that was the endpoint's `sent`-th
         send, when the limit last dropped at its `cut_at`-th or later, answers a request sent
         before that drop, so it is news of the same round and changes nothing. `sends` is the
-        endpoint's sends so far (the mark of this drop). `sent` None: no such check."""
+        endpoint's sends so far (the mark of this drop; those after `sent` still out are not
+        counted as served). `sent` None: no such check, and every other call counts."""
         state = self.reduced.get(endpoint)
-        if state is not None and sent is not None and sent <= state.cut_at:
-            return None  # the same round as the last drop
+        if sent is not None:
+            if state is not None and sent <= state.cut_at:
+                return None  # the same round as the last drop
+            others = max(1, others - max(0, sends - sent))
         previous = int(state.limit) if state is not None else self.ceiling
         if state is None:
             state = self.reduced[endpoint] = _Endpoint(float(self.ceiling))
@@ -91,12 +98,16 @@ class AdaptiveLimits:
         return change
 
     def success(self, endpoint: str, now: float) -> Change | None:
-        """A call to `endpoint` succeeded: grow by 1/limit unless a hold is running."""
+        """A call to `endpoint` succeeded: grow by 1/limit unless a hold is running; at or
+        above the cap last seen, by half that for each probe refused there in a row."""
         state = self.reduced.get(endpoint)
         if state is None or state.until > now:
             return None
         current = state.limit
-        grown = current + 1.0 / current
+        step = 1.0 / current
+        if state.streak and int(current) >= state.level:
+            step /= 2**state.streak  # probing a cap that refused the last probes: slower
+        grown = current + step
         if state.level and int(grown) >= state.level + 2:
             state.streak = state.level = 0  # past the old cap without a 429: it has more now
         if grown >= self.ceiling:
