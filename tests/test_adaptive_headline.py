@@ -80,12 +80,13 @@ def test_a_file_without_adaptive_repeats_keeps_the_mean_over_repetitions(tmp_pat
 
 
 def test_a_repeats_auto_run_reports_the_mean_of_its_task_means(tmp_path: Path) -> None:
-    """A real adaptive run (seeded coins, no LLM): the summary it prints and `report --json`
-    give the mean over tasks of the file's own task means, not passed/scored."""
+    """A real adaptive run (seeded coins, no LLM; one task at a time, so that the allocation is
+    the same on every run): the summary it prints and `report --json` give the mean over tasks
+    of the file's own task means, not passed/scored."""
     out = tmp_path / "run"
     status, text = main(
         "run", COINS, "--repeats", "auto", "--ci-width", "0.1", "--max-repeats", "30",
-        "--out", str(out),
+        "--max-concurrent-tasks", "1", "--out", str(out),
     )  # fmt: skip
     assert status == 0
     records, _ = read_records(out / "results.jsonl")
@@ -115,3 +116,22 @@ def test_view_and_compare_show_the_task_mean(tmp_path: Path) -> None:
     _, text = main("compare", str(a), str(b))
     assert "pass rate A 75.0% (95% CI" in text and "35/60" not in text
     assert "mean score A / B (over tasks) 75.0% / 100.0%" in text
+
+
+def test_fail_under_judges_the_task_mean_under_adaptive_repeats(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The gate compares the figure the report shows, an agent error counted as a failure of
+    its task: s0-s4 1.0, v0 5/11, v1-v4 0.5 -> 0.7454..., not 35/61 over repetitions."""
+    run = write_run(tmp_path / "run", UNEVEN)
+    error = {"task_id": "v0", "repeat_idx": 10, "status": "agent_error", "eval": None}
+    with open(run / "results.jsonl", "a") as file:
+        file.write(json.dumps(error) + "\n")
+    gate = (5 * 1.0 + 5 / 11 + 4 * 0.5) / 10
+    assert cli.main(["report", str(run), "--fail-under", "0.7"]) == 0
+    out = capsys.readouterr().out
+    assert f"pass rate {gate:.1%} (mean over tasks) (1 agent or user errors" in out
+    assert "meets --fail-under 70%" in out
+    assert cli.main(["report", str(run), "--fail-under", "0.75"]) == 1
+    err = capsys.readouterr().err
+    assert f"pass rate {gate:.1%} (mean over tasks)" in err and "is below" in err

@@ -55,6 +55,9 @@ CLUSTERED = "clustered by task"
 TASK_MEAN = "mean over tasks (adaptive repeats), clustered by task"
 BUDGET_EXHAUSTED = "budget_exhausted"  # the status of a repetition the cost budget stopped
 WILSON = "Wilson, over repetitions"
+# Statuses left out of the pass rate (no evaluator ran) that `--fail-under` counts as failures:
+# the agent, or the simulated user it talked to, failed the task.
+GATE_FAILURES = ("agent_error", "user_error")
 
 
 def report_score(report: Mapping[str, Any]) -> float | None:
@@ -90,6 +93,9 @@ class Summary:
     pass_rate_ci95: tuple[float, float] | None = None
     pass_rate_interval: str | None = None  # CLUSTERED, TASK_MEAN, or WILSON (one per task)
     pass_rate_over: str = "repetitions"  # or "tasks": the mean of task means (adaptive repeats)
+    # Under adaptive repeats, what --fail-under compares: the mean over tasks with agent and user
+    # errors (GATE_FAILURES) counted as failures; None otherwise (the gate counts repetitions).
+    pass_rate_for_gate: float | None = None
     tasks: int = 0  # tasks with at least one scored repetition
     scored_per_task: tuple[int, int] = (0, 0)  # the fewest and most scored repetitions of a task
     repeats_half_width: float | None = None  # the part repeats narrow (stratified_half_width)
@@ -176,6 +182,7 @@ def summarize(
     summary = Summary(wall_s=wall_s)
     latest = _latest_reports(records, summary)
     by_task: dict[Any, list[float]] = {}
+    gate_by_task: dict[Any, list[float]] = {}  # scores, and 0 for GATE_FAILURES
     statuses: Counter[str] = Counter()
     reasons: Counter[str] = Counter()
     durations: list[float] = []
@@ -195,6 +202,9 @@ def summarize(
             summary.scored += 1
             summary.passed += score
             by_task.setdefault(_hashable(record.get("task_id")), []).append(score)
+        if score is not None or status in GATE_FAILURES:
+            gate = gate_by_task.setdefault(_hashable(record.get("task_id")), [])
+            gate.append(0.0 if score is None else score)
         _add_usage(summary, mapping(record.get("usage")))
         duration = finite_number(mapping(record.get("timing")).get("duration_s"))
         if duration is not None:
@@ -206,6 +216,9 @@ def summarize(
         summary.pass_rate = summary.passed / summary.scored
         _pass_rate_interval(summary, list(by_task.values()), adaptive=adaptive_run(records))
         summary.reducers = reducer_results(chosen, list(by_task.values()), headline=summary)
+    if summary.pass_rate_over == "tasks":
+        means = [math.fsum(scores) / len(scores) for scores in gate_by_task.values()]
+        summary.pass_rate_for_gate = math.fsum(means) / len(means)
     summary.duration_p50_s = percentile(durations, 0.50)
     summary.duration_p95_s = percentile(durations, 0.95)
     reports = [record for record in records if record.get("type") != "header"]

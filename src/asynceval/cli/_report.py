@@ -110,6 +110,9 @@ def fail_under_status(summary: Summary, threshold: float | None, *, quiet: bool 
         return 1
     rate = summary.passed / counted
     rate_text = f"pass rate {summary.passed:g}/{counted} = {rate:.1%}"
+    if summary.pass_rate_for_gate is not None:  # adaptive repeats: the mean over tasks
+        rate = summary.pass_rate_for_gate
+        rate_text = f"pass rate {rate:.1%} (mean over tasks)"
     if failed:
         rate_text += f" ({failed} agent or user errors counted as failures)"
     # Rounded: 4/5 is not "below 80%" because of float noise.
