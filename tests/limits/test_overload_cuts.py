@@ -6,6 +6,7 @@ at each probe (50 429s in 170 requests). Counted by the provider and the `limit_
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from datetime import datetime
 
@@ -40,7 +41,7 @@ async def test_an_overload_cuts_once_per_round_trip_and_probes_ever_more_rarely(
     cuts = [e for e in event_log.named("limit_changed") if e["reason"] == "429"]
     assert cuts[0]["previous"] == 10 and cuts[0]["limit"] == 3, cuts[0]
     times = [_at(e) for e in cuts]
-    gaps = [later - earlier for earlier, later in zip(times, times[1:], strict=False)]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
     assert all(gap >= LATENCY * 0.9 for gap in gaps), gaps  # one cut per round trip at most
     # 7 refused in the first burst, then a few probes, each rarer than the one before.
     assert statuses.get("429", 0) <= 7 + 5, statuses
@@ -71,4 +72,4 @@ def test_a_probe_refused_again_halves_the_growth_without_a_retry_after() -> None
         ) == Change(4, 3)
     # 1/3 a success at first (3 or 4 of them, float sums), then half that after each refusal
     assert successes[0] <= 4
-    assert all(b >= 1.7 * a for a, b in zip(successes, successes[1:], strict=False)), successes
+    assert all(b >= 1.7 * a for a, b in itertools.pairwise(successes)), successes
