@@ -100,6 +100,9 @@ def test_a_repeats_auto_run_reports_the_mean_of_its_task_means(tmp_path: Path) -
     summary = json.loads(main("report", str(out), "--json")[1])
     assert summary["pass_rate"] == pytest.approx(task_mean)
     assert f"pass rate {task_mean:.1%} (95% CI" in text
+    # The progress line printed last says the same figure, never the mean over repetitions.
+    assert f"pass rate {task_mean:.1%} over 8 tasks ({len(records) - 1} scored)" in text
+    assert f"{over_repetitions:.1%}" not in text
 
 
 def test_view_and_compare_show_the_task_mean(tmp_path: Path) -> None:

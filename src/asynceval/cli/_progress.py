@@ -60,10 +60,13 @@ class Progress:
         stream: TextIO,
         plain_every: float = 5.0,
         already_done: int | None = None,
+        over_tasks: bool = False,
     ) -> None:
         """`total`: the pairs (task, repeat) of the run's tasks, None if unknown;
         `already_done`: how many of them a resumed run's results file holds already (see
-        `already_done()`); None: taken from the `run_started` event's `resumed_pairs`."""
+        `already_done()`); None: taken from the `run_started` event's `resumed_pairs`;
+        `over_tasks`: the pass rate shown is the mean over tasks of their mean scores, as the
+        summary's is under adaptive repeats (their repetitions are spread unevenly)."""
         self.controller = controller
         self.total = total if total is None or already_done is None else total - already_done
         self._total_known = already_done is not None
@@ -74,6 +77,8 @@ class Progress:
         self.store_failures: dict[str, int] = {}  # what the disk refused to keep
         self.scored = 0
         self.passed = 0.0
+        self.over_tasks = over_tasks
+        self.task_scores: dict[str, list[float]] = {}  # task -> [score sum, scored] (over_tasks)
         self.mode = mode
         self.stream = stream
         self.plain_every = plain_every
@@ -104,6 +109,10 @@ class Progress:
             if isinstance(score, int | float):  # scored as the summary scores it
                 self.scored += 1
                 self.passed += float(score)
+                if self.over_tasks:
+                    task = self.task_scores.setdefault(str(fields.get("task_id")), [0.0, 0])
+                    task[0] += float(score)
+                    task[1] += 1
             self.task_timeouts += status == "task_timeout"
         elif event in ("acquired", "released") and "worker" in fields:
             step = 1 if event == "acquired" else -1
@@ -190,16 +199,34 @@ class Progress:
             "retries": self.retries,
             "timeouts": self.timeouts,
             "task_timeouts": self.task_timeouts,
-            "pass_rate": self.passed / self.scored if self.scored else None,
+            "pass_rate": self.pass_rate(),
             "scored": self.scored,
             "elapsed": elapsed,
             "eta": eta,
         }
 
+    def pass_rate(self) -> float | None:
+        """The pass rate so far: over the scored repetitions, or with `over_tasks` the mean of
+        the tasks' mean scores; None before the first scored repetition."""
+        if not self.scored:
+            return None
+        if not self.over_tasks:
+            return self.passed / self.scored
+        means = [total / count for total, count in self.task_scores.values()]
+        return math.fsum(means) / len(means)
+
+    def _rate_text(self, f: Mapping[str, Any]) -> str:
+        if f["pass_rate"] is None:
+            return "-"
+        if self.over_tasks:
+            tasks = len(self.task_scores)
+            return f"{f['pass_rate']:.1%} over {tasks} tasks ({f['scored']} scored)"
+        return f"{f['pass_rate']:.1%} of {f['scored']} scored"
+
     def line(self) -> str:
         f = self.figures()
         total = "" if f["total"] is None else f"/{f['total']}"
-        rate = "-" if f["pass_rate"] is None else f"{f['pass_rate']:.1%} of {f['scored']} scored"
+        rate = self._rate_text(f)
         batches = self.batches()
         return (
             f"[{_duration(f['elapsed'])}] done {f['done']}{total} | in flight "
@@ -221,7 +248,7 @@ class Progress:
         table.add_row("calls queued", str(f["queued"]))
         table.add_row("retries", str(f["retries"]))
         table.add_row("timeouts", f"{f['timeouts']} calls, {f['task_timeouts']} tasks")
-        rate = "-" if f["pass_rate"] is None else f"{f['pass_rate']:.1%} of {f['scored']} scored"
+        rate = self._rate_text(f)
         table.add_row("pass rate so far", rate)
         batches = self.batches()
         if batches:

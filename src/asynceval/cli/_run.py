@@ -199,7 +199,12 @@ def _run_and_summarise(
     done = already_done(results, tasks, most) if args.resume is not None else 0
     mode: Mode = "quiet" if args.quiet else ("live" if sys.stdout.isatty() else "plain")
     progress = Progress(
-        bench.controller or bench.runtime.limiter, total, mode, sys.stdout, already_done=done
+        bench.controller or bench.runtime.limiter,
+        total,
+        mode,
+        sys.stdout,
+        already_done=done,
+        over_tasks=rule is not None,  # adaptive: the summary's rate is the mean over tasks
     )
     started = time.monotonic()
     if interrupted := _run(args, bench, tasks, out, run_id, progress, events_file, backend, rule):
