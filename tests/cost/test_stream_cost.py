@@ -13,14 +13,14 @@ from typing import Any
 import anyio
 import pytest
 
-from asynceval import Runtime, Settings
-from asynceval.funnel._usage_chunk import UsageChunkFilter
+from asynceval import Benchmark, Runtime, Settings, Task
+from asynceval.cli import main
 from asynceval.interop import anthropic_client, openai_client
 from asynceval.llm import track_usage
 from asynceval.sim import SimConfig, SimProvider
 
 from ..conftest import EventLog
-from ._support import MODEL, PRICE, QUESTION, price_file, token_cost
+from ._support import MODEL, PRICE, QUESTION, price_file, tasks, token_cost
 
 anthropic = pytest.importorskip("anthropic")
 openai = pytest.importorskip("openai")
@@ -271,6 +271,8 @@ async def test_a_provider_that_refuses_stream_options_gets_the_request_as_writte
 def test_the_usage_chunk_filter_reads_events_split_anywhere() -> None:
     """Fed one byte at a time, with CRLF line ends too, the filter hands on every event but the
     usage-only chunk, byte for byte."""
+    from asynceval.funnel._usage_chunk import UsageChunkFilter  # (here: the old code has none)
+
     for end in (b"\n", b"\r\n"):
         events = [
             b'data: {"choices": [{"index": 0, "delta": {"content": "usage"}}], "usage": null}',
@@ -281,3 +283,57 @@ def test_the_usage_chunk_filter_reads_events_split_anywhere() -> None:
         hide = UsageChunkFilter()
         out = b"".join(hide.feed(stream[i : i + 1]) for i in range(len(stream))) + hide.flush()
         assert out == events[0] + end + end + events[2] + end + end
+
+
+class PlainStreams(Benchmark):
+    """Each repetition streams one chat completion from `url` with the SDK's defaults (no
+    `stream_options`) and reads it to its end."""
+
+    def __init__(self, url: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.url = url
+
+    async def setup_agents(self, agent_data: Any, environment: Any, task: Task, user: Any) -> Any:
+        client = openai_client(base_url=self.url)
+
+        async def solver(query: str) -> str:
+            stream = await client.chat.completions.create(
+                model=MODEL,
+                messages=[{"role": "user", "content": query}],
+                max_tokens=16,
+                stream=True,
+            )
+            return "".join([c.choices[0].delta.content or "" async for c in stream])
+
+        return [solver], {}
+
+
+@pytest.mark.parametrize("refusing", [False, True], ids=["usage-asked", "option-refused"])
+async def test_the_report_shows_calls_priced_at_their_worst_case_apart(
+    refusing: bool,
+    tmp_path: Path,
+    asgi_server: Callable[[Any], int],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run whose streams reported their usage (the funnel asked for it) has its tokens and a
+    cost with no caveat; one whose provider refused the option (no usage reported) says how many of its
+    calls are priced at their worst case, in the report's cost line."""
+    sim = SimProvider(SimConfig(latency=0.002, stream_chunk_delay=0.001))
+    app = refusing_stream_options(sim, []) if refusing else sim
+    url = f"http://127.0.0.1:{asgi_server(app)}/v1"
+    results = tmp_path / "results.jsonl"
+    bench = PlainStreams(url, settings=priced(tmp_path))
+    reports = await bench.run(tasks(3), results_path=results)
+    assert {r["status"] for r in reports} == {"success"}
+    capsys.readouterr()
+    monkeypatch.setenv("COLUMNS", "250")  # a table row on one line
+    assert main(["report", str(results)]) == 0
+    rows = [
+        [cell.strip() for cell in row.split("│")] for row in capsys.readouterr().out.splitlines()
+    ]
+    (line,) = [" ".join(row).strip() for row in rows if "cost" in row]
+    (tokens,) = [" ".join(row).strip() for row in rows if "tokens in / out" in row]
+    assert tokens.endswith(" / 0" if refusing else " / 48"), tokens  # 16 a stream
+    worst = "3 calls priced at their worst case (no usage reported)"
+    assert (worst in line) is refusing, line

@@ -173,7 +173,9 @@ async def test_events_that_carry_no_content_are_read_ahead_and_retried(
     url = serve(asgi_server, provider) + path
     async with Runtime(Settings(**SETTINGS)) as runtime, http_client() as client:
         with anyio.fail_after(5):
-            async with client.stream("POST", url, json={"stream": True}) as response:
+            # Asking for the usage, as a chat caller that sees the usage chunk unchanged.
+            ask = {"stream": True, "stream_options": {"include_usage": True}}
+            async with client.stream("POST", url, json=ask) as response:
                 body = b"".join([chunk async for chunk in response.aiter_bytes()])
         assert runtime.limiter.statistics().active == 0
     assert body == b"".join(prelude + rest) and expected in body

@@ -56,8 +56,9 @@ def _plural(count: int, word: str) -> str:
 
 
 def total_text(summary: Summary) -> str:
-    """The run's cost in a few words: '$0.01234', with its unpriced calls and its reports
-    without cost said apart; 'unknown (...)' when nothing priced was recorded."""
+    """The run's cost in a few words: '$0.01234', with its unpriced calls, its calls priced at
+    their worst case (sent, no usage reported: counted in the sum) and its reports without cost
+    said apart; 'unknown (...)' when nothing priced was recorded."""
     if summary.cost_unknown_reports and not summary.cost_by_task:  # no report has a cost
         return "unknown (the results were written before cost was recorded)"
     unpriced = _plural(summary.unpriced_calls, "call")
@@ -69,6 +70,9 @@ def total_text(summary: Summary) -> str:
         text = money(summary.cost_usd)
         if summary.unpriced_calls:
             text += f" + {unpriced} unpriced (not counted: no price for their model)"
+    if summary.worst_case_calls and summary.cost_usd is not None:
+        worst = _plural(summary.worst_case_calls, "call")
+        text += f"; {worst} priced at their worst case (no usage reported)"
     if summary.cost_unknown_reports:
         text += f"; {_plural(summary.cost_unknown_reports, 'report')} without cost not counted"
     return text

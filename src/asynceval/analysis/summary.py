@@ -23,7 +23,9 @@ Cost (DESIGN section 15): the run's total (`cost_usd`), per model and per task s
 of the file, the earlier report of a pair that a resumed run re-ran included (its money was
 spent); the p50 and p95 per repetition take the last report of each pair whose cost is known in
 full (see `repetition_cost`), budget_exhausted ones left out (they did not run to their end).
-Calls whose model has no price are counted apart (`unpriced_calls`), never as $0; a report
+Calls whose model has no price are counted apart (`unpriced_calls`), never as $0; calls priced
+at their worst case for want of reported usage are in the total and counted
+(`worst_case_calls`); a report
 without `usage.cost_usd` (written before cost was recorded) has an unknown cost, counted in
 `cost_unknown_reports`.
 """
@@ -115,6 +117,7 @@ class Summary:
     budget_exhausted: int = 0  # repetitions the cost budget stopped: not scored, not errors
     cost_usd: float | None = None  # every report's priced calls; None when none was priced
     unpriced_calls: int = 0  # every report's calls whose model has no price
+    worst_case_calls: int = 0  # every report's calls priced at their worst case (no usage)
     cost_unknown_reports: int = 0  # reports without cost (written before cost was recorded)
     cost_by_model: dict[str, dict[str, Any]] = field(default_factory=dict)  # {calls, cost_usd, ...}
     cost_by_task: list[dict[str, Any]] = field(default_factory=list)  # see `_cost_by_task`
@@ -405,6 +408,7 @@ def _add_costs(
             continue
         unpriced = _count(usage.get("unpriced_calls", 0))
         summary.unpriced_calls += unpriced
+        summary.worst_case_calls += _count(usage.get("worst_case_calls", 0))
         task_id = record.get("task_id")
         task = tasks.setdefault(_hashable(task_id), _tally(task_id=task_id, reports=0))
         task["reports"] += 1

@@ -126,7 +126,7 @@ class Lease:
             self._abandoned = counted
         if counted and self._usage is not None:
             assert self.costing is not None
-            self._usage.add_cost(self.costing.model, self._worst_case())
+            self._usage.add_cost(self.costing.model, self._worst_case(), worst_case=True)
         (self.on_reclaim or self.release)()
 
     def release(self, usage: Usage | None = None) -> bool:
@@ -199,7 +199,8 @@ class Lease:
             costing.budget.settle(share, cost or Decimal(0), waited=not self.kept)
         counter = self._usage
         if counter is not None and (usage is not None or unknown) and not self._abandoned:
-            counter.add_cost(costing.model, cost)  # (an abandoned one's was, by `reclaim`)
+            # (an abandoned one's was, by `reclaim`)
+            counter.add_cost(costing.model, cost, worst_case=unknown)
         return cost, unknown
 
     def _succeeded(self) -> bool:

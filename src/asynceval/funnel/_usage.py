@@ -73,6 +73,9 @@ class UsageCounter:
     hedges: int = 0
     cached_tokens: int = 0
     unpriced_calls: int = 0
+    worst_case_calls: int = 0
+    """Priced requests counted at their worst case, for want of reported usage (sent and never
+    answered, a stream closed before its usage, a provider that reports none)."""
     cost: Decimal | None = None
     """What the priced requests cost, unrounded (None: none was priced)."""
     budget_refusal: Exception | None = field(default=None, repr=False)
@@ -89,8 +92,9 @@ class UsageCounter:
         self.completion_tokens += usage.completion_tokens
         self.cached_tokens += usage.cached_tokens
 
-    def add_cost(self, model: str, cost: Decimal | None) -> None:
-        """Count one answered request of `model` that cost `cost` (None: it has no price)."""
+    def add_cost(self, model: str, cost: Decimal | None, worst_case: bool = False) -> None:
+        """Count one answered request of `model` that cost `cost` (None: it has no price;
+        `worst_case`: its worst case, for want of reported usage)."""
         row = self.models.get(model)
         if row is None:
             row = self.models[model] = [0, None]
@@ -98,12 +102,15 @@ class UsageCounter:
         if cost is None:
             self.unpriced_calls += 1
             return
+        if worst_case:
+            self.worst_case_calls += 1
         self.cost = cost if self.cost is None else self.cost + cost
         row[1] = cost if row[1] is None else row[1] + cost
 
     def as_dict(self) -> dict[str, Any]:
         """The report's `usage`: counts, and `cost_usd` (a float, None when nothing was
-        priced) with `by_model` (`{model: {"calls": n, "cost_usd": x}}`)."""
+        priced; `worst_case_calls` of its calls at their worst case) with `by_model`
+        (`{model: {"calls": n, "cost_usd": x}}`)."""
         return {
             "llm_calls": self.llm_calls,
             "failed_calls": self.failed_calls,
@@ -116,6 +123,7 @@ class UsageCounter:
             "hedges": self.hedges,
             "cost_usd": None if self.cost is None else float(self.cost),
             "unpriced_calls": self.unpriced_calls,
+            "worst_case_calls": self.worst_case_calls,
             "by_model": {
                 name: {"calls": calls, "cost_usd": None if cost is None else float(cost)}
                 for name, (calls, cost) in self.models.items()
