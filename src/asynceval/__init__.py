@@ -37,7 +37,6 @@ from .engine import (
     TerminationReason,
     TimeoutAction,
     current_context,
-    load_tasks,
 )
 from .errors import AsyncEvalError, LLMCallFailed
 from .evaluation import JudgePanel
@@ -47,6 +46,7 @@ from .runtime import Runtime
 from .tools import Tool, ToolExecutor
 
 if TYPE_CHECKING:
+    from .engine import load_tasks
     from .interop import http_client, sync_http_client
 
 
@@ -131,8 +131,9 @@ def _default_controller(settings: Settings | None = None) -> Any:
 
 
 # Root names imported on first use: `asynceval.interop` brings httpx, whose own import brings its
-# command line's rich, click and pygments (a tenth of `import asynceval`).
-_LAZY = {"http_client": "interop", "sync_http_client": "interop"}
+# command line's rich, click and pygments (a tenth of `import asynceval`); `load_tasks` its
+# file readers.
+_LAZY = {"http_client": "interop", "sync_http_client": "interop", "load_tasks": "engine"}
 
 
 def __getattr__(name: str) -> Any:

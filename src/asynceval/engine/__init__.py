@@ -3,12 +3,13 @@ scheduler, queues, reports and results files. Imports the models, the funnel (us
 stream leases), the runtime and the layers below; agents, tools, evaluation and the edges
 import it."""
 
+from typing import TYPE_CHECKING, Any
+
 from ._adaptive_repeats import AdaptiveRepeats
 from .adaptive import AdaptiveQueue
 from .benchmark import Benchmark, Evaluator
 from .callbacks import BenchmarkCallback
 from .context import TaskContext, current_context
-from .datasets import iter_tasks, load_tasks
 from .queues import PriorityQueue, SequentialQueue, TaskQueue
 from .registry import ComponentRegistry
 from .report import REPORT_KEYS
@@ -16,6 +17,9 @@ from .results import read_records, successful_pairs
 from .run_reports import RunReports
 from .status import TaskExecutionStatus, TerminationReason
 from .task import Task, TaskProtocol, TimeoutAction
+
+if TYPE_CHECKING:
+    from .datasets import iter_tasks, load_tasks
 
 __all__ = [
     "REPORT_KEYS",
@@ -41,3 +45,15 @@ __all__ = [
     "read_records",
     "successful_pairs",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The task file readers (`datasets`: CSV, JSONL, Parquet, Hugging Face, a source's hash)
+    # load with their first use, not with `import asynceval`.
+    if name in ("iter_tasks", "load_tasks"):
+        from . import datasets
+
+        value = getattr(datasets, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,7 +14,7 @@ from typing import Any
 import anyio.to_thread
 
 from ..limits import ConcurrencyController
-from ..telemetry import Telemetry, TracedBlock, current_telemetry, flush_if_set_up
+from ..telemetry import Telemetry, TracedBlock, current_telemetry
 from ..telemetry import telemetry_scope as _scope
 
 
@@ -58,4 +58,6 @@ class RunTrace:
         """Send what the providers asynceval set up itself still hold (from a worker thread:
         the export blocks), so that a script's run is exported before it exits."""
         if self.telemetry is not None:
+            from ..telemetry import flush_if_set_up  # loaded with its first use
+
             await anyio.to_thread.run_sync(flush_if_set_up)

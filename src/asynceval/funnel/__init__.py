@@ -23,12 +23,9 @@ worker's) relays its lines into that process's batches (`BatchLane.relay`, a `Ba
 owner answers each `RelayedLine` with `relayed_line`).
 """
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._batch_journal import NO_BATCH_JOURNAL, BatchJournal, FileBatchJournal
-from ._batch_lane import BatchLane
-from ._batch_relay import BatchRelay, RelayedLine, relayed_line
-from ._batch_wire import LineResult
 from ._call import call_of
 from ._gateway import MAX_REQUEUES, UNSET, Gateway, Overrides
 from ._held import reclaiming_leases
@@ -38,7 +35,25 @@ from ._route import SIM_BASE_URL, Route, endpoint_of, in_process
 from ._usage import Usage, UsageCounter, current_usage, track_usage
 
 if TYPE_CHECKING:
+    from ._batch_journal import NO_BATCH_JOURNAL, BatchJournal, FileBatchJournal
+    from ._batch_lane import BatchLane
+    from ._batch_relay import BatchRelay, RelayedLine, relayed_line
+    from ._batch_wire import LineResult
     from ._exchange import send_from_thread
+
+# Loaded with their first use, not with `import asynceval`: httpx's side of the funnel (a caller's
+# SDK) and the batch lane (LLM_LANE=batch), each several modules most runs never use.
+_LAZY = {
+    "send_from_thread": "._exchange",
+    "NO_BATCH_JOURNAL": "._batch_journal",
+    "BatchJournal": "._batch_journal",
+    "FileBatchJournal": "._batch_journal",
+    "BatchLane": "._batch_lane",
+    "BatchRelay": "._batch_relay",
+    "RelayedLine": "._batch_relay",
+    "relayed_line": "._batch_relay",
+    "LineResult": "._batch_wire",
+}
 
 __all__ = [
     "MAX_REQUEUES",
@@ -75,9 +90,9 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # httpx's side of the funnel loads with its first use: `import asynceval` needs no httpx.
-    if name == "send_from_thread":
-        from ._exchange import send_from_thread
-
-        return send_from_thread
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value

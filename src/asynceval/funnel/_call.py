@@ -9,9 +9,7 @@ import itertools
 import os
 import time
 from collections.abc import Awaitable
-from typing import Any, NamedTuple, TypeVar
-
-from tenacity import RetryCallState
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from .. import events
 from ..config import Hedge, Settings
@@ -20,6 +18,9 @@ from ..limits import ConcurrencyController, RateLimiter, RetryPolicy
 from ..telemetry import CallSpan
 from ._costing import Costing
 from ._usage import UsageCounter
+
+if TYPE_CHECKING:
+    from tenacity import RetryCallState
 
 T = TypeVar("T")
 UNSET: Any = object()

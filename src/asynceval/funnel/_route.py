@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..errors import ProviderError
 from ..runtime import CachedAnswer, EndpointKey, Price, Runtime
 from ..telemetry import current_telemetry
-from ._batch_lane import BatchLane, batch_lane
 from ._cache import CacheUse
 from ._costing import Costing, Pricing
 from ._gateway import Gateway, Overrides
@@ -40,6 +39,7 @@ if TYPE_CHECKING:
 
     from ..config import HttpTransport, Lane
     from ..sim import SimProvider
+    from ._batch_lane import BatchLane
 
 T = TypeVar("T")
 
@@ -161,7 +161,7 @@ class Route:
         controller = self.gateway.controller
         self.key = EndpointKey(origin, name, id(controller), controller.limit)
         # Issue 29, the batch lane: its calls go into provider batches (`_batch_lane`).
-        self.batches: BatchLane | None = batch_lane(runtime, self.lane)
+        self.batches: BatchLane | None = _batch_lane(runtime, self.lane)
         # Its provider refused `stream_options`: streamed chat completions go as the caller wrote
         # them, without usage (`asynceval.funnel._usage_chunk`).
         self.plain_streams = False
@@ -344,3 +344,13 @@ class Route:
 
     def __repr__(self) -> str:
         return f"Route({self._url!r}, key={self.key!r})"
+
+
+def _batch_lane(runtime: Runtime, lane: str) -> BatchLane | None:
+    """`runtime`'s batch lane for a route whose lane is `lane` (None unless it is `batch`: the
+    batch lane's modules load with the first route that needs them, not with asynceval)."""
+    if lane != "batch":
+        return None
+    from ._batch_lane import batch_lane
+
+    return batch_lane(runtime, lane)

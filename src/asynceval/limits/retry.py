@@ -4,25 +4,23 @@ Delay before attempt n+1 = min(RETRY_INITIAL_DELAY * 2^(n-1) + U(0, 0.5), RETRY_
 to at least the provider's Retry-After when it sent one (still capped). Only errors whose
 `retryable` attribute is true are retried; everything else, cancellation included, passes through
 at once. The policy knows nothing of HTTP or slots: the caller sleeps outside any slot.
+
+tenacity is imported with the first retry, not with asynceval: most calls never retry, and
+tenacity brings tornado's modules along when tornado is installed (about 40 modules).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_exponential,
-    wait_random,
-)
-from tenacity.wait import wait_base
 
 from ..config import Settings
+
+if TYPE_CHECKING:
+    from tenacity import AsyncRetrying, RetryCallState
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -30,10 +28,14 @@ def is_retryable(exc: BaseException) -> bool:
     return isinstance(exc, Exception) and bool(getattr(exc, "retryable", False))
 
 
-class wait_backoff_or_retry_after(wait_base):
+class _Wait(Protocol):
+    def __call__(self, retry_state: RetryCallState) -> float: ...
+
+
+class wait_backoff_or_retry_after:
     """tenacity wait: the exponential-with-jitter delay, raised to the error's `retry_after`, capped."""
 
-    def __init__(self, backoff: wait_base, max_delay: float) -> None:
+    def __init__(self, backoff: _Wait, max_delay: float) -> None:
         self.backoff = backoff
         self.max_delay = max_delay
 
@@ -81,12 +83,16 @@ class RetryPolicy:
         """The delay after failed attempt `attempt` (1-based), from the same tenacity strategy
         the call path uses: for retries outside a tenacity loop (the engine re-running a
         repetition)."""
+        from tenacity import RetryCallState
+
         state = RetryCallState(retry_object=None, fn=None, args=(), kwargs={})  # type: ignore[arg-type]
         state.attempt_number = attempt
         return float(self.wait()(state))
 
     def wait(self) -> wait_backoff_or_retry_after:
         """The tenacity wait strategy implementing the delay formula."""
+        from tenacity import wait_exponential, wait_random
+
         backoff = wait_exponential(multiplier=self.initial_delay, exp_base=2) + wait_random(
             0, self.jitter
         )
@@ -96,6 +102,8 @@ class RetryPolicy:
         self, before_sleep: Callable[[RetryCallState], Awaitable[None] | None] | None = None
     ) -> AsyncRetrying:
         """A fresh tenacity loop for one call; `before_sleep` sees each failed attempt and its delay."""
+        from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
+
         return AsyncRetrying(
             stop=stop_after_attempt(self.max_attempts),
             wait=self.wait(),

@@ -42,15 +42,19 @@ Also importable from here for asynceval's own layers, not a public API: `CallSpa
 `carrier`, `flush_if_set_up`.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from ._calls import CallSpan as CallSpan
 from ._calls import start_call as start_call
 from ._names import EVALUATION_EVENT, REPETITION_SPAN, RETRY_EVENT, RUN_SPAN
-from ._setup import flush_if_set_up as flush_if_set_up
-from ._setup import setup_from_env
 from ._spans import TracedBlock as TracedBlock
 from ._telemetry import Telemetry, current_telemetry, telemetry_scope
 from ._telemetry import bound_or as bound_or
 from ._telemetry import carrier as carrier
+
+if TYPE_CHECKING:
+    from ._setup import flush_if_set_up as flush_if_set_up
+    from ._setup import setup_from_env
 
 __all__ = [
     "EVALUATION_EVENT",
@@ -62,3 +66,14 @@ __all__ = [
     "setup_from_env",
     "telemetry_scope",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # Setting OpenTelemetry's SDK up (and flushing what it set up) loads with its first use.
+    if name in ("setup_from_env", "flush_if_set_up"):
+        from . import _setup
+
+        value = getattr(_setup, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
