@@ -36,8 +36,8 @@ SURFACE: dict[str, list[str]] = {
     ],
     "asynceval.errors": [
         "RETRYABLE_STATUS_CODES", "AgentError", "AsyncEvalError", "AttemptTimeout", "BackendLost",
-        "BudgetExhausted",
-        "ConfigError", "EvaluationError", "LLMCallFailed", "LogFormatError", "MalformedResponse",
+        "BudgetExhausted", "ConfigError", "CostUnbounded",
+        "EvaluationError", "LLMCallFailed", "LogFormatError", "MalformedResponse",
         "OpinionParseError", "ProviderConnectionError", "ProviderError", "RateLimited",
         "RepetitionExpired", "RunFinished", "RunLocked", "SetupError", "StreamStalled",
         "TaskEnvironmentError", "TaskError", "TaskSpecError", "TaskTimeoutError", "UserError",

@@ -4,7 +4,8 @@ nothing of asynceval, and every layer may import it).
 ```
 AsyncEvalError
 ├── ConfigError (also a ValueError)         a setting has a bad value
-│   └── RunLocked                           another run is writing this results file
+│   ├── RunLocked                           another run is writing this results file
+│   └── CostUnbounded                       a budget cannot bound a call's cost (cost_unbounded)
 ├── TaskSpecError (also a ValueError)       a task (dict or JSONL line) is malformed
 ├── OpinionParseError (also a ValueError)   a judge's answer is not a usable opinion
 ├── LogFormatError (also a ValueError)      an events file line is not a JSON object
@@ -44,6 +45,7 @@ __all__ = [
     "BackendLost",
     "BudgetExhausted",
     "ConfigError",
+    "CostUnbounded",
     "EvaluationError",
     "LLMCallFailed",
     "LogFormatError",
@@ -84,6 +86,14 @@ class RunLocked(ConfigError):
         super().__init__(message)
         self.pid = pid
         self.host = host
+
+
+class CostUnbounded(ConfigError):
+    """Raised instead of sending a model call under a cost budget (MAX_COST_USD / `--max-cost`)
+    when its worst case cannot be bounded: its model has no price, its body names no model, or
+    its prompt holds server-side context and its model has no known context window. The message
+    says which, and the setting that would bound it (LLM_PRICES_FILE). A repetition it ends is
+    reported with the error kind `cost_unbounded`: asynceval's refusal, not the agent's bug."""
 
 
 class TaskSpecError(AsyncEvalError, ValueError):

@@ -140,19 +140,21 @@ async def test_a_run_cancelled_mid_call_leaves_nothing_reserved(
     tmp_path: Path, event_log: EventLog
 ) -> None:
     """The calls in flight when the run's task group is cancelled were sent and never answered:
-    each counts at its worst case (cost_unknown), and the budget keeps no reservation."""
-    slow = SimConfig(latency=10.0)
+    each counts at its worst case (cost_unknown), and the budget keeps no reservation. (Under
+    a budget the first request goes alone until its answer says the model's tokens per byte:
+    it is answered, then four go at once.)"""
+    slow = SimConfig(latency=0.5)
     bench = Calls(sim=slow, settings=priced(tmp_path, max_concurrent_llm_calls=4))
     async with anyio.create_task_group() as tg:
         tg.start_soon(functools.partial(bench.run, tasks(12), max_cost_usd=1.0))
         with anyio.fail_after(10):
-            while len(event_log.named("acquired")) < 4 or bench.sim_stats()["in_flight"] < 4:  # noqa: ASYNC110
+            while len(event_log.named("acquired")) < 5 or bench.sim_stats()["in_flight"] < 4:  # noqa: ASYNC110
                 await anyio.sleep(0.01)
         tg.cancel_scope.cancel()
     budget = bench.budget
     assert budget is not None and budget.reserved == 0 and not budget.exhausted
-    released = event_log.named("released")
-    assert len(released) == 4
+    first, *released = event_log.named("released")
+    assert "cost_unknown" not in first and len(released) == 4
     assert all(e["cost_unknown"] is True and e["cost_usd"] > 0 for e in released)
     assert budget.spent == released_cost(event_log.all())
 
@@ -320,7 +322,9 @@ async def test_a_run_cancelled_mid_stream_leaves_nothing_reserved(
     """Streams being read when the run is cancelled (their first chunks read and handed on, or
     nothing read yet: the headers only) end with it, each at its worst case (cost_unknown: its
     usage chunk never came), and the budget keeps no reservation."""
-    delay = 0.1 if read == "first-chunks" else 2.0
+    # Until an answer says the model's tokens per byte, each stream goes out once the one
+    # before it has its first content: five are open after four delays.
+    delay = 0.1 if read == "first-chunks" else 0.6
     sim = SimProvider(SimConfig(latency=0.005, stream_chunk_delay=delay))
     url = f"http://127.0.0.1:{asgi_server(sim)}/v1"
     bench = Streaming(url, False, settings=priced(tmp_path, llm_base_url=url))
@@ -329,11 +333,14 @@ async def test_a_run_cancelled_mid_stream_leaves_nothing_reserved(
         with anyio.fail_after(10):
             while sim.stats()["in_flight"] < 5:  # noqa: ASYNC110
                 await anyio.sleep(0.01)
-        await anyio.sleep(0.3)  # with 0.1 s between chunks: a few read
+        await anyio.sleep(0.05)
+        open_streams = sim.stats()["in_flight"]
         tg.cancel_scope.cancel()
     budget = bench.budget
     assert budget is not None and budget.reserved == 0
     released = event_log.named("released")
-    assert len(released) == 5
-    assert all(e["cost_unknown"] is True and e["cost_usd"] > 0 for e in released)
+    assert len(released) == sim.stats()["requests"]
+    unknown = [e for e in released if e.get("cost_unknown")]
+    assert len(unknown) >= open_streams >= 4
+    assert all(e["cost_usd"] > 0 for e in released)
     assert budget.spent == released_cost(event_log.all())

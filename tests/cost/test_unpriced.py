@@ -68,13 +68,16 @@ async def test_a_repetition_with_priced_and_unpriced_calls_sums_the_priced_ones(
 async def test_under_a_budget_an_unpriced_model_is_refused_before_anything_is_sent(
     event_log: EventLog,
 ) -> None:
-    """Through the API: the funnel cannot bound its cost, so its call is a ConfigError (its
-    repetition's error names the model), and no request goes out."""
+    """Through the API: the funnel cannot bound its cost, so its call is refused (a
+    `CostUnbounded`, a ConfigError: its repetition's error names the model, of kind
+    cost_unbounded), and no request goes out."""
     bench = Calls(UNPRICED)
     reports = await bench.run(tasks(2), max_cost_usd=1.0)
     for report in reports:
         assert report["status"] != TaskExecutionStatus.SUCCESS
-        assert report["error"]["type"] == "ConfigError" and UNPRICED in report["error"]["message"]
+        error = report["error"]
+        assert error["type"] == "CostUnbounded" and UNPRICED in error["message"]
+        assert error["kind"] == "cost_unbounded"
     assert not event_log.named("acquired")
     assert bench.budget is not None and bench.budget.spent == 0
 

@@ -3,7 +3,9 @@
 A report with an error carries `error["kind"]`, one of `ErrorKind`: the provider refused a call
 (an HTTP 4xx such as 400, 401, 403, 404, a 429 that never cleared), the provider could not be
 reached (connection refused, DNS, timeouts, 5xx after retries), the event loop was blocked by an
-async agent so long that calls timed out (not the provider's doing), the user's agent raised
+async agent so long that calls timed out (not the provider's doing), the run's budget refused a
+call whose cost it cannot bound (a model without a price, a body without a model, server-side
+context without a context window: asynceval's refusal, whoever raised it), the user's agent raised
 (anything else during the execution loop), an evaluator raised, a setup hook raised, or the
 repetition ran past its timeout. A bug in the user's own code is never put down to the
 infrastructure.
@@ -17,11 +19,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
-from ..errors import AttemptTimeout, LLMCallFailed, TaskTimeoutError
+from ..errors import AttemptTimeout, CostUnbounded, LLMCallFailed, TaskTimeoutError
 from ._watch import recent_block
 from .status import leaf_errors
+
+_E = TypeVar("_E", bound=BaseException)
 
 
 class ErrorKind(StrEnum):
@@ -35,6 +39,7 @@ class ErrorKind(StrEnum):
     SETUP_FAILED = "setup_failed"
     TIMEOUT = "timeout"
     BUDGET_EXHAUSTED = "budget_exhausted"
+    COST_UNBOUNDED = "cost_unbounded"
 
 
 ERROR_KIND_LABELS: Mapping[str, str] = {
@@ -46,6 +51,7 @@ ERROR_KIND_LABELS: Mapping[str, str] = {
     ErrorKind.SETUP_FAILED: "setup failed",
     ErrorKind.TIMEOUT: "timed out (task timeout)",
     ErrorKind.BUDGET_EXHAUSTED: "cost budget exhausted (--resume runs it again)",
+    ErrorKind.COST_UNBOUNDED: "refused by the budget: its cost cannot be bounded",
 }
 
 _KINDS = frozenset(kind.value for kind in ErrorKind)
@@ -62,11 +68,17 @@ def provider_kind(status_code: int | None) -> ErrorKind:
 def failed_call(error: BaseException) -> LLMCallFailed | None:
     """The `LLMCallFailed` behind `error` (itself, in an exception group, or a cause of one of
     those: an agent that wrapped it), if any."""
+    return _behind(error, LLMCallFailed)
+
+
+def _behind(error: BaseException, kind: type[_E]) -> _E | None:
+    """The error of type `kind` behind `error` (itself, in an exception group, or a cause of one
+    of those), if any."""
     for leaf in leaf_errors(error):
         cause: BaseException | None = leaf
         seen = 0
         while cause is not None and seen < 50:
-            if isinstance(cause, LLMCallFailed):
+            if isinstance(cause, kind):
                 return cause
             cause = cause.__cause__ or cause.__context__
             seen += 1
@@ -83,6 +95,8 @@ def error_kind(error: BaseException, phase: str) -> ErrorKind:
     "evaluation"): a failed LLM call wherever it surfaced, then a timeout, then whose hook."""
     if any(isinstance(leaf, TaskTimeoutError) for leaf in leaf_errors(error)):
         return ErrorKind.TIMEOUT
+    if _behind(error, CostUnbounded) is not None:
+        return ErrorKind.COST_UNBOUNDED
     call = failed_call(error)
     if call is not None:
         return provider_kind(call.status_code)
@@ -111,6 +125,8 @@ def report_error_kind(report: Mapping[str, Any]) -> str | None:
         return None
     if status == "task_timeout":
         return ErrorKind.TIMEOUT
+    if error.get("type") == CostUnbounded.__name__:
+        return ErrorKind.COST_UNBOUNDED
     for text in (f"{error.get('type')}: {error.get('message')}", str(error.get("traceback"))):
         if "LLMCallFailed" in text or "LLM call failed after" in text:
             found = _HTTP_STATUS.search(text)

@@ -117,6 +117,8 @@ class BatchLine:
             if price is not None and tokens is None:
                 cost = self.worst_case()  # an answer that says nothing of its usage
             elif price is not None and tokens is not None:
+                assert self.costing is not None
+                self.costing.observed(tokens.prompt_tokens)  # tokens per byte above 1
                 cost = price.cost(
                     tokens.prompt_tokens,
                     tokens.completion_tokens,

@@ -1,72 +1,287 @@
-"""Costing: what one call costs, and its share of the run's budget (DESIGN section 15).
+"""Costing: what one call costs, and its share of the run's budget (docs/guides/cost.md).
 
 A route finds the price of each request's model once (`Pricing`: the caller's own `price=`,
 else the runtime's `Prices`: LLM_PRICES_FILE, the simulator's, genai-prices'), and gives the
-gateway a `Costing` per call: the model, its price (None: unpriced), the bounds of the call's
-worst case and the run's budget. Each request (a retry's, a hedge's) then reserves its worst
-case against the budget before it is sent and is priced from the usage its answer reports when
-its lease is released, onto its `released` event and the repetition's usage.
+gateway a `Costing` per model call: the model, its price (None: unpriced), the bounds of the
+call's worst case and the run's budget. Each request (a retry's, a hedge's) then reserves its
+worst case against the budget before it is sent and is priced from the usage its answer reports
+when its lease is released, onto its `released` event and the repetition's usage.
 
-The worst case: at most one prompt token per byte of the request body (a tokenizer's tokens are
-at least a byte of text each, and the body holds the prompt, its tools and its JSON around them;
-an image counts as its URL's bytes, which is no bound), plus the output cap the request asks for
-(max_tokens, max_completion_tokens, max_output_tokens: a whole number >= 1; a smaller one bounds
-nothing, as a provider that answers it at all ignores it), else the model's (`Price.output_cap`),
-no more than the model's own output limit when it has one, and for each of the `n` choices a
-chat completion asks for.
+Which requests are model calls: a JSON body naming its `model`, or a POST to a model endpoint
+whose body does not (`model_path`: chat/completions, completions, responses, messages,
+embeddings, Gemini's and Vertex's `:generateContent`, Bedrock's converse and invoke, thread
+runs...). The latter's model is read from its URL where it is there (`models/NAME:generateContent`,
+`model/NAME/converse`, `deployments/NAME/...`), else it is unknown: unpriced, so refused under a
+budget (`CostUnbounded`) and counted as an unpriced call without one. Anything else (a GET, a
+file upload, a batch's creation) is no model call: no costing, never refused.
+
+The worst case of a request: its prompt bound, plus the output cap it asks for (max_tokens,
+max_completion_tokens, max_output_tokens, Gemini's generationConfig.maxOutputTokens: a whole
+number >= 1; a smaller one bounds nothing, as a provider that answers it at all ignores it),
+else the model's (`Price.output_cap`), no more than the model's own output limit when it has
+one, for each of the `n` choices a chat completion asks for. The prompt bound:
+
+- one token per byte of the request body (a tokenizer's tokens are at least a byte of text
+  each, and the body holds the prompt, its tools and its JSON around them), times the most
+  tokens per byte an answer of that model and endpoint has reported so far (`PromptRatio`: a
+  provider that adds hidden tokens, or a simulator that counts 20 tokens a character, raises
+  it for every later request), plus `TOOLS_ALLOWANCE` tokens when the request declares tools
+  (the system prompt a provider adds for them: Anthropic's is about 350 tokens);
+- the model's context window when the prompt holds what the body does not (`server_context`:
+  a Responses `previous_response_id`, `conversation` or stored `prompt`, a file or an image
+  given by id or URL, a built-in tool such as web_search or file_search, Gemini's
+  cachedContent). Under a budget, such a call to a model without a known context window
+  (genai-prices', or `context_window` in its LLM_PRICES_FILE entry) is refused with one line
+  naming that key.
+
+What still escapes the bound: the requests of a model sent before the first answer showing its
+tokens per byte above 1 (each costs at most what its answer reports beyond its reservation,
+counted as the budget's `overrun`), and an inline image sent to a model that counts an image
+at more tokens than its bytes (OpenAI's mini models): the next requests reserve with the ratio
+learned from it.
+
 A request sent and never answered (timed out, cancelled, its connection lost) may still be
 billed: it counts at its worst case (`cost_unknown` on its event).
 """
 
 from __future__ import annotations
 
+import math
+import re
 import threading
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from ..config import Lane
-from ..errors import ConfigError
+from ..errors import CostUnbounded
 from ..limits import CostBudget, current_budget
 
 if TYPE_CHECKING:
     from ..runtime import Price, Prices
+    from ..runtime.prices import PromptRatio
 
 _CAPS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+_PROBE_POLL_S = 0.005
+"""How often a request waiting for its model's first answer (the probe) looks again."""
+TOOLS_ALLOWANCE = 1_000
+"""The prompt tokens added to the bound of a request that declares tools: what a provider
+adds for them beyond the body (Anthropic's tool-use system prompt is 313-346 tokens)."""
+_MODEL_PATHS = (
+    "/chat/completions",
+    "/completions",
+    "/responses",
+    "/messages",
+    "/embeddings",
+    "/runs",
+    "/converse",
+    "/converse-stream",
+    "/invoke",
+    "/invoke-with-response-stream",
+    "/api/generate",
+    "/api/chat",
+    ":generateContent",
+    ":streamGenerateContent",
+    ":predict",
+    ":rawPredict",
+    ":streamRawPredict",
+)
+_URL_MODEL = re.compile(r"/(?:models/([^/:]+):|model/([^/]+)/|deployments/([^/]+)/)")
+_NO_MODEL = "(no model in the request)"
+_CLIENT_TOOLS = frozenset({"function", "custom"})
+_GEMINI_CLIENT_TOOLS = frozenset({"functionDeclarations", "function_declarations"})
+_CONTEXT_KEYS = (
+    ("previous_response_id", "a previous_response_id"),
+    ("conversation", "a conversation"),
+    ("cachedContent", "cachedContent"),
+    ("cached_content", "cached_content"),
+    ("mcp_servers", "MCP servers"),
+    ("container", "a container"),
+)
+_MARKERS: tuple[bytes, ...] = (
+    b'"file_id"',
+    b'"file_url"',
+    b'"fileUri"',
+    b'"file_uri"',
+    b'"image_url"',
+    b'"image"',
+    b'"document"',
+    b'"input_file"',
+    b'"input_image"',
+)
+"""Bytes a body holding a file or an image reference has (a quick look before the walk)."""
+_REFERENCES = ("file_id", "file_url", "fileUri", "file_uri")
+
+
+def model_path(path: str) -> bool:
+    """Whether a POST to `path` is a model call whatever its body (see the module)."""
+    return path.rstrip("/").endswith(_MODEL_PATHS)
+
+
+def server_context(content: bytes, body: Mapping[str, Any]) -> str | None:
+    """Why a request's prompt holds more than its body (in words), or None (see the module)."""
+    for key, words in _CONTEXT_KEYS:
+        if body.get(key):
+            return words
+    prompt = body.get("prompt")
+    if isinstance(prompt, Mapping) and prompt.get("id"):
+        return "a stored prompt (prompt.id)"
+    tools = body.get("tools")
+    if isinstance(tools, list):
+        for tool in tools:
+            if not isinstance(tool, Mapping):
+                continue
+            kind = tool.get("type")
+            if kind is None and "name" not in tool and tool.keys() - _GEMINI_CLIENT_TOOLS:
+                return f"the built-in tool {next(iter(tool))!r}"  # Gemini's googleSearch...
+            if kind is not None and kind not in _CLIENT_TOOLS:
+                return f"the built-in tool {kind!r}"
+    if any(marker in content for marker in _MARKERS):  # the walk only where it may find one
+        return _reference(body)
+    return None
+
+
+def _reference(node: Any) -> str | None:
+    """A file or an image given by id or URL somewhere in `node`, in words; else None."""
+    if isinstance(node, list):
+        for item in node:
+            found = _reference(item)
+            if found is not None:
+                return found
+        return None
+    if not isinstance(node, Mapping):
+        return None
+    for key in _REFERENCES:
+        if isinstance(node.get(key), str):
+            return f"a file given by reference ({key})"
+    kind = node.get("type")
+    if kind in ("document", "input_file"):
+        return f"a file input ({kind}: its pages count as images)"
+    image = node.get("image_url")
+    url = image.get("url") if isinstance(image, Mapping) else image
+    if isinstance(url, str) and not url.startswith("data:"):
+        return "an image given by URL"
+    source = node.get("source")
+    if kind == "image" and isinstance(source, Mapping) and source.get("type") != "base64":
+        return "an image given by URL or file"
+    for value in node.values():
+        if isinstance(value, list | Mapping):
+            found = _reference(value)
+            if found is not None:
+                return found
+    return None
 
 
 class Costing:
-    """One call's price and budget (see the module); shared by its requests."""
+    """One call's price and budget (see the module); shared by its requests.
 
-    __slots__ = ("budget", "choices", "model", "output_cap", "price", "prompt_bound")
+    `prompt_bytes` is its body's size; `context` the prompt bound of a call whose prompt holds
+    server-side context (`unbounded` says why; None: bounded by its bytes); `ratio` the model's
+    learned tokens per byte; `allowance` the tokens a provider adds (declared tools)."""
+
+    __slots__ = (
+        "allowance",
+        "budget",
+        "choices",
+        "context",
+        "model",
+        "output_cap",
+        "price",
+        "prompt_bytes",
+        "ratio",
+        "unbounded",
+    )
 
     def __init__(
         self,
         model: str,
         price: Price | None,
-        prompt_bound: int,
+        prompt_bytes: int,
         output_cap: int | None,
         budget: CostBudget | None,
         choices: int = 1,
+        *,
+        ratio: PromptRatio | None = None,
+        allowance: int = 0,
+        unbounded: str | None = None,
+        context: int | None = None,
     ) -> None:
         self.model = model
         self.price = price
-        self.prompt_bound = prompt_bound
+        self.prompt_bytes = prompt_bytes
         self.output_cap = output_cap  # per choice; None: the model's
         self.budget = budget
         self.choices = choices  # the answers a request asks for (a chat completion's `n`)
+        self.ratio = ratio
+        self.allowance = allowance
+        self.unbounded = unbounded
+        self.context = context
+
+    @property
+    def prompt_bound(self) -> int:
+        """The most prompt tokens one of its requests may be billed (see the module)."""
+        if self.unbounded is not None and self.context is not None:
+            return self.context
+        ratio = 1.0 if self.ratio is None else self.ratio.value
+        return math.ceil(self.prompt_bytes * ratio) + self.allowance
 
     def worst_case(self) -> Decimal:
         """The most one request of this call can cost (0 when unpriced)."""
         price = self.price
         if price is None:
             return Decimal(0)
+        bound = self.prompt_bound
         cap = self.output_cap
         if cap is None:
-            cap = price.output_cap(self.prompt_bound)
+            cap = price.output_cap(bound)
         elif price.max_output_tokens is not None:
             cap = min(cap, price.max_output_tokens)  # the model answers no more than that
-        return price.worst_case(self.prompt_bound, cap * self.choices)
+        return price.worst_case(bound, cap * self.choices)
+
+    async def reserve(self) -> Decimal:
+        """Reserve one request's worst case against the budget (there is one) and return it,
+        its share; `BudgetExhausted` when it does not fit. Before any answer of its model has
+        said its tokens per byte, it waits for the request out before it (`PromptRatio`)."""
+        budget = self.budget
+        assert budget is not None
+        ratio = self.ratio if self.unbounded is None else None
+        while ratio is not None and not ratio.confirmed:
+            share = self.worst_case()
+            if ratio.hold(share):
+                try:
+                    await budget.reserve(share)
+                except BaseException:
+                    ratio.let_go(share)
+                    raise
+                return share
+            await anyio.sleep(_PROBE_POLL_S)
+        share = self.worst_case()
+        await budget.reserve(share)
+        return share
+
+    def settle(self, share: Decimal, cost: Decimal, *, waited: bool = True) -> None:
+        """A request that reserved `share` cost `cost` (`waited`: it had not become a
+        stream): settled against the budget."""
+        assert self.budget is not None
+        self.budget.settle(share, cost, waited=waited)
+        if self.ratio is not None:
+            self.ratio.let_go(share)
+
+    def streaming(self, share: Decimal) -> None:
+        """The request that reserved `share` became a stream read by its caller: no longer
+        waited for (its reader may be the code waiting for budget, or for the probe)."""
+        assert self.budget is not None
+        self.budget.streaming()
+        if self.ratio is not None:
+            self.ratio.let_go(share)
+
+    def observed(self, prompt_tokens: int) -> None:
+        """An answer of this call reported `prompt_tokens`: above its bound (a prompt bounded
+        by its bytes), the model's tokens per byte are raised for every later request."""
+        if self.ratio is not None and self.unbounded is None:
+            self.ratio.observe(prompt_tokens - self.allowance, self.prompt_bytes)
 
 
 class Pricing:
@@ -103,30 +318,78 @@ class Pricing:
             self._found[model] = found
         return found
 
-    def costing(self, content: bytes, body: Any) -> Costing | None:
-        """A call's `Costing` from its request body (None: not a model call, e.g. a body with
-        no model). Under a budget, a call whose model has no price is refused: its cost could
-        not be bounded."""
-        if not isinstance(body, Mapping):
-            return None
-        model = body.get("model")
+    def costing(
+        self, content: bytes, body: Any, path: str | None = None, method: str = "POST"
+    ) -> Costing | None:
+        """A call's `Costing` from its request body and, for a body that names no model, the
+        `path` it is sent to (None: not a model call; see the module). Under a budget, a call
+        whose cost cannot be bounded is refused with `CostUnbounded`: its model has no price
+        (or none is named), or its prompt holds server-side context and its model has no known
+        context window."""
+        mapping = body if isinstance(body, Mapping) else {}
+        model = mapping.get("model")
         if not isinstance(model, str):
-            return None
-        price = self.price(model)
+            if path is None or method.upper() != "POST" or not model_path(path):
+                return None
+            found = _URL_MODEL.search(path)
+            model = next((name for name in found.groups() if name), _NO_MODEL) if found else None
+            model = model or _NO_MODEL
+        price = None if model == _NO_MODEL else self.price(model)
         budget = current_budget()
         if budget is not None and price is None:
-            raise ConfigError(
-                f"the model {model!r} has no price, so a budget (MAX_COST_USD / --max-cost) "
-                "cannot bound its calls: give its price in LLM_PRICES_FILE (or price= on the "
-                "model), or run without a budget"
+            raise CostUnbounded(_unpriced(model, path))
+        unbounded = server_context(content, mapping) if mapping else None
+        context = None if price is None else price.context_window
+        if budget is not None and unbounded is not None and context is None:
+            raise CostUnbounded(
+                f"a call to {model!r} holds {unbounded}, so its prompt is more than its body and "
+                "a budget (MAX_COST_USD / --max-cost) cannot bound it: give the model's context "
+                f'window in LLM_PRICES_FILE ({{"{model}": {{"input_mtok": ..., "output_mtok": '
+                '..., "context_window": 128000}}), or run without a budget'
             )
-        cap = None
-        for key in _CAPS:
-            value = body.get(key)
-            if type(value) is int and value >= 1:  # below 1 bounds nothing
-                cap = value
-                break
-        choices = body.get("n")
+        cap = _output_cap(mapping)
+        choices = mapping.get("n")
         if type(choices) is not int or choices < 1:
             choices = 1
-        return Costing(model, price, len(content), cap, budget, choices)
+        tools = mapping.get("tools")
+        return Costing(
+            model,
+            price,
+            len(content),
+            cap,
+            budget,
+            choices,
+            ratio=self._prices.prompt_ratio(model, self._base_url),
+            allowance=TOOLS_ALLOWANCE if isinstance(tools, list) and tools else 0,
+            unbounded=unbounded,
+            context=context,
+        )
+
+
+def _output_cap(body: Mapping[str, Any]) -> int | None:
+    """The output cap a body asks for (see the module), or None."""
+    for key in _CAPS:
+        value = body.get(key)
+        if type(value) is int and value >= 1:  # below 1 bounds nothing
+            return value
+    config = body.get("generationConfig") or body.get("generation_config")
+    if isinstance(config, Mapping):
+        value = config.get("maxOutputTokens", config.get("max_output_tokens"))
+        if type(value) is int and value >= 1:
+            return value
+    return None
+
+
+def _unpriced(model: str, path: str | None) -> str:
+    """The one line refusing a call with no price under a budget."""
+    if model == _NO_MODEL:
+        return (
+            f"a call to {path} names no model (in its body or its URL), so a budget "
+            "(MAX_COST_USD / --max-cost) cannot price it: send the model in the body, or run "
+            "without a budget"
+        )
+    return (
+        f"the model {model!r} has no price, so a budget (MAX_COST_USD / --max-cost) cannot "
+        "bound its calls: give its price in LLM_PRICES_FILE (or price= on the model), or run "
+        "without a budget"
+    )

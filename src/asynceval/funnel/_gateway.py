@@ -341,7 +341,7 @@ class Gateway:
         except BaseException:
             if share is not None:  # never sent: its reservation back
                 assert costing is not None and costing.budget is not None
-                costing.budget.settle(share, Decimal(0))
+                costing.settle(share, Decimal(0))
             raise
         lease = Lease(slot, limiter, call.usage, costing, share)
         if call.span is not None:  # told each answer's usage and cost as its lease is released

@@ -114,7 +114,7 @@ class Lease:
         self._held[self] = None
         if self._cost_share is not None and self.costing is not None:
             assert self.costing.budget is not None
-            self.costing.budget.streaming()  # its reader may be the code waiting for budget
+            self.costing.streaming(self._cost_share)  # its reader may be the code waiting
 
     def reclaim(self) -> None:
         """Its scope ended with the result unfinished: end it (`on_reclaim`: the stream closes
@@ -184,6 +184,7 @@ class Lease:
         elif self._abandoned:  # a stream left unread: whatever it read of its usage
             cost, unknown = self._worst_case(), True
         elif usage is not None:
+            costing.observed(usage.prompt_tokens)  # tokens per byte above 1: later bounds grow
             cost = price.cost(
                 usage.prompt_tokens,
                 usage.completion_tokens,
@@ -196,7 +197,7 @@ class Lease:
             cost = Decimal(0)
         share = self._cost_share
         if share is not None and costing.budget is not None:
-            costing.budget.settle(share, cost or Decimal(0), waited=not self.kept)
+            costing.settle(share, cost or Decimal(0), waited=not self.kept)
         counter = self._usage
         if counter is not None and (usage is not None or unknown) and not self._abandoned:
             # (an abandoned one's was, by `reclaim`)
@@ -221,11 +222,8 @@ async def reserve_cost(costing: Costing, usage: UsageCounter | None) -> Decimal:
     request takes a slot, so that a refused one is no LLM call and holds no slot while it waits
     for budget room); its share, for its `Lease`. `BudgetExhausted` when it does not fit,
     noted on `usage` (its repetition ends `budget_exhausted`)."""
-    budget = costing.budget
-    assert budget is not None
-    share = costing.worst_case()
     try:
-        await budget.reserve(share)
+        share = await costing.reserve()
     except BudgetExhausted as exc:
         if usage is not None:
             usage.budget_refusal = exc

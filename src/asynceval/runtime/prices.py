@@ -41,6 +41,10 @@ _CONTEXTS: dict[str, dict[str, str] | None] = {
 }
 _KEYS = ("input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok")
 """The price keys a price file may give, in genai-prices' vocabulary (USD per million tokens)."""
+_LIMITS = ("context_window", "max_output_tokens")
+"""The token limits a price file may give a model (whole numbers >= 1): its context window bounds
+the prompt of a call holding server-side context under a budget; its output limit the worst case
+of a call that sets no max_tokens."""
 _MILLION = 1_000_000
 
 SIM_MODEL = "asynceval-sim"
@@ -142,6 +146,51 @@ class Price:
         return dearest
 
 
+class PromptRatio:
+    """The most prompt tokens per byte of request body the answers of one model (at one
+    endpoint) have reported: 1 until an answer reports more (hidden tokens a provider adds, a
+    tokenizer that counts more than a byte's worth). A budget bounds a request's prompt at its
+    body's bytes times this. Raised from any thread, never lowered.
+
+    Until an answer has said (`confirmed`), a budget lets one request of the model out at a
+    time, the probe (`hold` / `let_go`, by the identity of the share it reserved), so that
+    only one request's tokens beyond its bound can exceed the budget."""
+
+    __slots__ = ("_holder", "_lock", "confirmed", "value")
+
+    def __init__(self) -> None:
+        self.value = 1.0
+        self.confirmed = False
+        self._holder: object | None = None
+        self._lock = threading.Lock()
+
+    def observe(self, prompt_tokens: int, prompt_bytes: int) -> None:
+        """An answer reported `prompt_tokens` for a body of `prompt_bytes` bytes."""
+        self.confirmed = True
+        if prompt_bytes <= 0 or prompt_tokens <= prompt_bytes * self.value:
+            return
+        with self._lock:
+            self.value = max(self.value, prompt_tokens / prompt_bytes)
+
+    def hold(self, share: object) -> bool:
+        """Whether the request that reserves `share` may go: once confirmed, any; before, the
+        one request that holds the probe (True: it is now `share`'s)."""
+        with self._lock:
+            if self.confirmed:
+                return True
+            if self._holder is not None:
+                return False
+            self._holder = share
+            return True
+
+    def let_go(self, share: object) -> None:
+        """The request that reserved `share` settled, or became a stream read by its caller
+        (who may be the code waiting): the probe goes to the next request, if it held it."""
+        with self._lock:
+            if self._holder is share:
+                self._holder = None
+
+
 class Prices:
     """Where a runtime's calls find their price (see the module). `overrides` maps a model name
     to its prices in genai-prices' vocabulary (`{"input_mtok": 2.5, "output_mtok": 10,
@@ -156,7 +205,19 @@ class Prices:
             for lane, price in _lanes(str(name), prices).items():
                 self._overrides[(str(name), lane)] = price
         self._found: dict[tuple[str, str | None, str], Price | None] = {}
+        self._ratios: dict[tuple[str, str | None], PromptRatio] = {}
         self._lock = threading.Lock()
+
+    def prompt_ratio(self, model: str, base_url: str | None = None) -> PromptRatio:
+        """The tokens per byte learned from the answers of `model` at `base_url` (shared by
+        every route of this runtime to that endpoint)."""
+        key = (model, base_url)
+        try:
+            return self._ratios[key]
+        except KeyError:
+            pass
+        with self._lock:
+            return self._ratios.setdefault(key, PromptRatio())
 
     @classmethod
     def from_file(cls, path: str | Path) -> Prices:
@@ -200,9 +261,12 @@ def _lanes(model: str, prices: Any) -> dict[str, Price]:
         return {"live": _checked(model, prices)}
     live = {k: v for k, v in prices.items() if k not in ("batch", "flex")}
     found = {"live": _checked(model, live)}
+    limits = {key: live[key] for key in _LIMITS if key in live}  # the model's, in every lane
     for lane in ("batch", "flex"):
         if lane in prices:
-            found[lane] = _checked(f"{model}/{lane}", prices[lane])
+            entry = prices[lane]
+            entry = {**limits, **entry} if isinstance(entry, Mapping) else entry
+            found[lane] = _checked(f"{model}/{lane}", entry)
     return found
 
 
@@ -210,11 +274,23 @@ def _checked(model: str, prices: Any) -> Price:
     """A price file's entry as a `Price`, through genai-prices' own validation of price values."""
     if not isinstance(prices, Mapping):
         raise ConfigError(f"price of {model!r}: expected an object of prices, got {prices!r}")
-    unknown = sorted(set(prices) - set(_KEYS))
+    unknown = sorted(set(prices) - set(_KEYS) - set(_LIMITS))
     if unknown:
         raise ConfigError(
-            f"price of {model!r}: unknown key {unknown[0]!r} (the keys are {', '.join(_KEYS)})"
+            f"price of {model!r}: unknown key {unknown[0]!r} (the keys are "
+            f"{', '.join(_KEYS + _LIMITS)})"
         )
+    limits: dict[str, int] = {}
+    for name in _LIMITS:
+        value = prices.get(name)
+        if value is None:
+            continue
+        if type(value) is not int or value < 1:
+            raise ConfigError(
+                f"price of {model!r}: {name} is a number of tokens >= 1, got {value!r}"
+            )
+        limits[name] = value
+    prices = {key: value for key, value in prices.items() if key not in _LIMITS}
     for needed in ("input_mtok", "output_mtok"):
         if prices.get(needed) is None:
             raise ConfigError(f"price of {model!r}: {needed} is missing")
@@ -239,7 +315,9 @@ def _checked(model: str, prices: Any) -> Price:
         values["input_mtok"],  # type: ignore[arg-type]
         values["output_mtok"],  # type: ignore[arg-type]
         values.get("cache_read_mtok"),
+        context_window=limits.get("context_window"),
         cache_write_mtok=values.get("cache_write_mtok"),
+        max_output_tokens=limits.get("max_output_tokens"),
     )
 
 
