@@ -17,7 +17,7 @@ import os
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any, TextIO
 
@@ -173,22 +173,39 @@ def _log() -> EventLog:
 
 
 Observer = Callable[[str, Mapping[str, Any]], None]
-_observers: tuple[Observer, ...] = ()
+_observers: list[tuple[Observer, frozenset[str] | None]] = []  # (observer, its events or None)
+# Per event name, the observers it is shown to: built on an event's first write after each
+# change, so that an event nobody observes costs one look-up.
+_watching: dict[str, tuple[Observer, ...]] = {}
 
 
-def add_observer(observer: Observer) -> None:
-    """Call `observer(event, fields)` for every event from now on, whatever LOG_LEVEL filters
-    (a progress display counts retries this way). It runs inline: keep it quick; errors in it
-    are counted like write failures."""
-    global _observers
+def add_observer(observer: Observer, *, only: Iterable[str] | None = None) -> None:
+    """Call `observer(event, fields)` for every event from now on (or for the events named in
+    `only`), whatever LOG_LEVEL filters (a progress display counts retries this way). It runs
+    inline: keep it quick, and name the events it wants when it wants few (the others then
+    cost it nothing); errors in it are counted like write failures."""
+    global _watching
+    names = None if only is None else frozenset(only)
     with _lock:
-        _observers = (*_observers, observer)
+        _observers.append((observer, names))
+        _watching = {}
 
 
 def remove_observer(observer: Observer) -> None:
-    global _observers
+    """Stop calling `observer` (every registration of it); unknown observers are ignored."""
+    global _watching
     with _lock:
-        _observers = tuple(o for o in _observers if o is not observer)
+        _observers[:] = [entry for entry in _observers if entry[0] is not observer]
+        _watching = {}
+
+
+def _watchers(event: str) -> tuple[Observer, ...]:
+    """The observers `event` is shown to (remembered until the observers change)."""
+    with _lock:
+        found = tuple(o for o, names in _observers if names is None or event in names)
+        if len(_watching) < 4096:  # an application inventing event names: no growth past it
+            _watching[event] = found
+    return found
 
 
 def write(level: str, event: str, fields: dict[str, Any]) -> None:
@@ -196,7 +213,8 @@ def write(level: str, event: str, fields: dict[str, Any]) -> None:
     a failure to write is counted, never raised into the call it describes. An event bound for
     both a JSON output and the run's events file is rendered once: both get the same line."""
     try:
-        for observer in _observers:
+        watchers = _watching.get(event)
+        for observer in watchers if watchers is not None else _watchers(event):
             observer(event, fields)
         log = _log_out or _log()
         number = LEVELS[level]
@@ -313,7 +331,8 @@ def forward(line: str) -> None:
                 number = LEVELS.get(str(fields.get("level", "")).lower(), number)
                 if _observers:
                     event = str(fields.pop("event", ""))
-                    for observer in _observers:
+                    watchers = _watching.get(event)
+                    for observer in watchers if watchers is not None else _watchers(event):
                         observer(event, fields)
         log = _log()
         if number >= log.threshold:

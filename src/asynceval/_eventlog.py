@@ -187,7 +187,7 @@ class BoundFields(dict[str, Any]):
                 if prefix is None or text is None:
                     rendered = None
                     break
-                rendered[key] = f", {prefix}{text}"
+                rendered[key] = f"{prefix}{text}"
         self.rendered: dict[str, str] | None = rendered
 
     def _changed(self) -> None:
@@ -230,15 +230,17 @@ class BoundFields(dict[str, Any]):
 _UNKNOWN = "?"  # not a key's prefix: those end in ": "
 _keys: dict[str, str | None] = dict.fromkeys(("event", "level", "timestamp", "exc_info"))
 _heads: dict[tuple[str, str], str] = {}
+_ascii = json.encoder.encode_basestring_ascii
 
 
 def _key(name: str) -> str | None:
-    """`"name": ` for a field rendered as it is; None for one that needs the general way (a
-    reserved or secret-looking name, a name that is not a string)."""
+    """`, "name": ` for a field rendered as it is (what goes before its value in a line); None
+    for one that needs the general way (a reserved or secret-looking name, a name that is not a
+    string)."""
     prefix = _keys.get(name, _UNKNOWN)
     if prefix is _UNKNOWN:
         plain = type(name) is str
-        prefix = f"{json.encoder.encode_basestring_ascii(name)}: " if plain else None
+        prefix = f", {_ascii(name)}: " if plain else None
         if plain and secret_key(name):
             prefix = None
         # Not for a str subclass: equal to the plain name, it would answer for it from then on.
@@ -267,10 +269,12 @@ def _plain_line(
         prefix = _keys.get(key, _UNKNOWN)
         if prefix is _UNKNOWN:
             prefix = _key(key)
-        text = scalar(value)
+        # The commonest values (str, None) here; the rest as `scalar` renders them.
+        kind = type(value)
+        text = _ascii(value) if kind is str else "null" if value is None else scalar(value)
         if prefix is None or text is None:
             return None
-        parts += (", ", prefix, text)
+        parts += (prefix, text)
     for key, text in rendered.items():
         if key not in fields:
             parts.append(text)

@@ -37,7 +37,7 @@ def watch_run(run_id: str) -> Iterator[None]:
 
             check_clients()
 
-    events.add_observer(observe)
+    events.add_observer(observe, only=(events.RUN_FINISHED,))
     try:
         yield
     finally:
