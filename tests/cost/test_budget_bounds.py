@@ -34,9 +34,10 @@ class Fake:
     `completion` tokens (as a long server-side conversation would), GET with a model list; it
     logs every request (method, path)."""
 
-    def __init__(self, prompt: int = 50_000, completion: int = 100) -> None:
+    def __init__(self, prompt: int = 50_000, completion: int = 100, gemini: bool = False) -> None:
         self.prompt = prompt
         self.completion = completion
+        self.gemini = gemini  # answer as Gemini does: usageMetadata
         self.log: list[tuple[str, str]] = []
 
     async def __call__(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
@@ -48,6 +49,15 @@ class Fake:
         self.log.append((scope["method"], scope["path"]))
         if scope["method"] == "GET":
             body: dict[str, Any] = {"object": "list", "data": [{"id": "m", "object": "model"}]}
+        elif self.gemini:
+            body = {
+                "candidates": [{"content": {"role": "model", "parts": [{"text": "42"}]}}],
+                "usageMetadata": {
+                    "promptTokenCount": self.prompt,
+                    "candidatesTokenCount": self.completion,
+                    "thoughtsTokenCount": 50,
+                },
+            }
         else:
             body = {
                 "id": "x",
@@ -146,6 +156,19 @@ async def test_without_a_budget_a_body_without_a_model_is_an_unpriced_call(
     for report in reports:
         assert report["usage"]["unpriced_calls"] == 1 and report["usage"]["cost_usd"] is None
     assert summarize(reports).unpriced_calls == 3
+
+
+async def test_a_gemini_answer_is_priced_from_its_usage_metadata(event_log: EventLog) -> None:
+    """Gemini's answer says its usage in usageMetadata (its thinking tokens billed as output):
+    the call is priced from it, as the model its URL names (on 299ac72: no cost at all)."""
+    fake = Fake(prompt=1000, completion=100, gemini=True)
+    bench = Posts(fake, "models/gemini-2.5-pro:generateContent", GEMINI)
+    reports = await bench.run(tasks(2))
+    assert {r["status"] for r in reports} == {"success"}
+    expected = (1000 * 1.25 + 150 * 10) / 1_000_000
+    for event in event_log.named("released"):
+        assert event["cost_usd"] == pytest.approx(expected) and not event.get("cost_unknown")
+    assert all(r["usage"]["by_model"]["gemini-2.5-pro"]["calls"] == 1 for r in reports)
 
 
 async def test_requests_that_are_no_model_call_are_never_refused() -> None:

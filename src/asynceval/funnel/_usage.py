@@ -173,12 +173,22 @@ def usage_from_body(body: Any) -> Usage | None:
         body = body.get("response", body)
     usage = body.get("usage")
     if not isinstance(usage, dict):
-        return None
+        return _gemini_usage(body.get("usageMetadata"))
     if "prompt_tokens" in usage or "completion_tokens" in usage:
         return Usage.from_body(usage, "prompt_tokens", "completion_tokens")
     if "input_tokens" in usage or "output_tokens" in usage:
         return Usage.from_body(usage, "input_tokens", "output_tokens")
     return None
+
+
+def _gemini_usage(meta: Any) -> Usage | None:
+    """Gemini's and Vertex's `usageMetadata` (its thinking tokens are billed as output), or
+    None."""
+    if not isinstance(meta, dict) or "promptTokenCount" not in meta:
+        return None
+    output = _count(meta.get("candidatesTokenCount")) + _count(meta.get("thoughtsTokenCount"))
+    prompt = _count(meta.get("promptTokenCount")) + _count(meta.get("toolUsePromptTokenCount"))
+    return Usage(prompt, output, _count(meta.get("cachedContentTokenCount")))
 
 
 def usage_from_json(content: bytes) -> Usage | None:
