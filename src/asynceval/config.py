@@ -119,8 +119,9 @@ class Settings(BaseSettings):
     """A folder: the model-call cache, which keeps every successful answer and answers an identical
     call from it; unset = no cache (`--cache DIR`, `--no-cache` on the command line)."""
     llm_cache_max_bytes: int | None = None
-    """At least 1: the most bytes of answers the model-call cache keeps; beyond it the least
-    recently used entries are evicted; unset = no bound."""
+    """At least 1: the most bytes the model-call cache takes on disk (its SQLite file and log,
+    within a tenth from 1 MB up; below 1 MB, the bytes of answers); beyond it the least recently
+    used entries are evicted; unset = no bound."""
     max_parallel_tools: int = 5
     """At least 1: tool calls run at once within one agent turn."""
     loop_block_warn_s: float = 1.0

@@ -263,3 +263,41 @@ def test_a_bounded_store_counts_what_an_unbounded_one_wrote_into_the_file(tmp_pa
     assert bounded.stats().bytes <= 10_000
     unbounded.close()
     bounded.close()
+
+
+def _chat_body(i: int) -> bytes:
+    return b'{"id": "chatcmpl-%08d", "choices": [' % i + b"y" * (360 + i % 200) + b"]}"
+
+
+def test_the_bound_holds_the_bytes_on_disk_file_and_log(tmp_path: Path) -> None:
+    """LLM_CACHE_MAX_BYTES=2000000 with 5,000 answers left 3.13 MB on disk (the bound counted
+    the answers' bytes only, not SQLite's rows, index, pages and log)."""
+    bound = 2_000_000
+    store = Store(tmp_path / "cache.sqlite", max_bytes=bound)
+    settled = []
+    for i in range(5_000):
+        store.put(
+            os.urandom(32), "http://127.0.0.1:8000/v1/chat/completions", 200, "a/j", _chat_body(i)
+        )
+        if i % 50 == 49:
+            store.flush()  # a group of writes committed: the store as it rests
+            settled.append(store.disk_bytes())
+    store.close()
+    stats = store.stats()
+    assert max(settled) <= 1.1 * bound, max(settled)
+    assert 0.75 * bound <= stats.disk_bytes <= 1.1 * bound, stats.disk_bytes
+    # The most recently stored answers are the ones kept.
+    assert stats.entries > 1_500 and stats.bytes < bound
+
+
+def test_prune_to_a_size_bounds_the_bytes_on_disk(tmp_path: Path) -> None:
+    store = Store(tmp_path / "cache.sqlite")
+    for i in range(6_000):
+        store.put(
+            os.urandom(32), "http://127.0.0.1:8000/v1/chat/completions", 200, "a/j", _chat_body(i)
+        )
+    store.flush()
+    assert store.disk_bytes() > 3_000_000
+    store.prune(max_bytes=1_500_000)
+    store.close()
+    assert 0.75 * 1_500_000 <= store.disk_bytes() <= 1.1 * 1_500_000, store.disk_bytes()

@@ -2,7 +2,7 @@
 model-call cache.
 
 DIR defaults to LLM_CACHE_DIR (the environment or `.env`). `stats` prints the entries, the bytes
-of answers they hold (what LLM_CACHE_MAX_BYTES bounds), the bytes on disk, the oldest and newest
+of answers they hold, the bytes on disk (what LLM_CACHE_MAX_BYTES bounds), the oldest and newest
 entry, the answers served from the entries still there, and any files of the one-file-per-entry
 format before (not read; `prune --all` deletes them). `prune` deletes the entries last used more
 than `--older-than DAYS` ago, then the least recently used beyond `--max-bytes N`, or everything
@@ -47,7 +47,7 @@ def add_parser(commands: Any) -> None:
         "--max-bytes",
         type=_positive_int,
         metavar="N",
-        help="keep at most N bytes of answers, the most recently used (default: no bound)",
+        help="keep the most recently used answers that fit in N bytes on disk (default: no bound)",
     )
     prune.add_argument(
         "--older-than",

@@ -124,7 +124,7 @@ class Store:
         if connection is None:
             if not create and not self.path.exists():
                 return None
-            connection = open_connection(self.path)
+            connection = open_connection(self.path, self.max_bytes)
             self._local.connection = connection
             with self._lock:
                 self._connections.append(connection)

@@ -8,12 +8,17 @@ whole on any error, so a process killed in one leaves the last committed state.
 An entry is a row: its key (32 bytes), the URL it answers (without credentials), status, content
 type, the body's length and BLAKE2b digest, when it was stored and last used, how often it was
 used, the segment of the run that wrote it (the journal), and the body as received.
-With `max_bytes`, the store keeps at most that many bytes of bodies: a write that passes it
-evicts the least recently used entries down to nine tenths of it (one scan of the table, so
-once per tenth of the bound written). The running total is kept in the file, in the same
-transactions, so every process sharing the file sees the same one. A store without a bound
-keeps no total (its writes look up nothing): each of its transactions drops the one in the file,
-which the next bounded write counts again from the table; `stats` always counts the table.
+With `max_bytes`, the store takes at most that many bytes on disk: its file, SQLite's log
+(`-wal`) and its index (`-shm`) together, within a tenth for bounds of a megabyte or more (below
+`_SMALLEST_DISK_BOUND`, SQLite's own few pages dominate, and only the bodies are bounded). The
+log is kept to a twentieth of the bound (checkpointed and cut back as it passes it, `wal_limit`);
+the file holds the rest: a write that passes either the bodies' bound or the file's share of the
+disk evicts the least recently used entries down to nine tenths of it (one scan of the table, so
+once per tenth of the bound written) and gives the freed pages back to the disk. The bodies'
+running total is kept in the file, in the same transactions, so every process sharing the file
+sees the same one; the file's size is SQLite's own count of its pages in use. A store without a
+bound keeps no total (its writes look up nothing): each of its transactions drops the one in the
+file, which the next bounded write counts again from the table; `stats` always counts the table.
 """
 
 from __future__ import annotations
@@ -36,6 +41,9 @@ EVICT_TO = 0.9
 """An eviction goes down to this share of `max_bytes`, so it happens once per tenth written."""
 _WAL_LIMIT = 16 * 1024 * 1024  # the -wal file is cut back to this after a checkpoint (above
 # the ~8 MB of an automatic checkpoint: a -wal file cut at every checkpoint costs a third more CPU)
+_SHM_BYTES = 32 * 1024  # SQLite's -shm file beside a store in WAL mode (its smallest, and usual)
+_SMALLEST_DISK_BOUND = 1024 * 1024
+"""Bounds below this bound the bodies only: an SQLite file of a few entries is tens of KB."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
@@ -70,9 +78,25 @@ def digest(body: bytes) -> bytes:
     return hashlib.blake2b(body, digest_size=16).digest()
 
 
-def open_connection(path: Path) -> sqlite3.Connection:
+def wal_limit(max_bytes: int | None) -> int:
+    """The bytes SQLite's log may keep on disk after a checkpoint, for a store bounded at
+    `max_bytes` (None: no bound)."""
+    if max_bytes is None or max_bytes < _SMALLEST_DISK_BOUND:
+        return _WAL_LIMIT
+    return max(min(max_bytes // 20, _WAL_LIMIT), 4 * PAGE_SIZE)
+
+
+def _file_bound(max_bytes: int) -> int | None:
+    """The share of `max_bytes` the store's file may take (None: too small a bound to keep)."""
+    if max_bytes < _SMALLEST_DISK_BOUND:
+        return None
+    return max_bytes - wal_limit(max_bytes) - _SHM_BYTES
+
+
+def open_connection(path: Path, max_bytes: int | None = None) -> sqlite3.Connection:
     """A connection to the store file `path` in WAL mode, its folder, file and schema made if
-    missing; raises sqlite3.DatabaseError for a file of another format."""
+    missing, its log kept within `wal_limit(max_bytes)`; raises sqlite3.DatabaseError for a file
+    of another format."""
     path.parent.mkdir(parents=True, exist_ok=True)
     connection = sqlite3.connect(
         path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
@@ -82,7 +106,10 @@ def open_connection(path: Path) -> sqlite3.Connection:
         connection.execute("PRAGMA auto_vacuum = INCREMENTAL")  # likewise: prune gives back
         connection.execute("PRAGMA journal_mode = WAL")
         connection.execute("PRAGMA synchronous = NORMAL")  # a commit survives kill -9
-        connection.execute(f"PRAGMA journal_size_limit = {_WAL_LIMIT}")
+        limit = wal_limit(max_bytes)
+        connection.execute(f"PRAGMA journal_size_limit = {limit}")
+        if limit < _WAL_LIMIT:  # a bounded store: checkpoint as the log reaches its share
+            connection.execute(f"PRAGMA wal_autocheckpoint = {max(limit // PAGE_SIZE, 4)}")
         if not _has_schema(connection):
             connection.execute("BEGIN IMMEDIATE")
             try:
@@ -114,6 +141,7 @@ def write(
     """One transaction: the queued `rows` (key, url, status, content type, body, segment, time),
     the noted uses, and, past `max_bytes`, the eviction; rolled back whole on any error."""
     connection.execute("BEGIN IMMEDIATE")
+    evicted = False
     try:
         added = 0
         if rows:
@@ -142,10 +170,29 @@ def write(
             total = _add_total(connection, added)
             if max_bytes is not None and total > max_bytes:
                 evict(connection, total, int(max_bytes * EVICT_TO))
+                total, evicted = _total(connection), True
+            file_bound = None if max_bytes is None else _file_bound(max_bytes)
+            if file_bound is not None:
+                used = _file_bytes(connection)
+                if used > file_bound and total > 0:
+                    # Pages per byte of body (the rows' other columns, the key's index, the
+                    # pages' slack), as this file has them: evict bodies in that proportion.
+                    evict(connection, total, int(total * file_bound * EVICT_TO / used))
+                    evicted = True
         connection.execute("COMMIT")
     except BaseException:
         _rollback(connection)
         raise
+    if evicted and _file_bound(max_bytes or 0) is not None:
+        with contextlib.suppress(sqlite3.Error):
+            give_back(connection)
+
+
+def give_back(connection: sqlite3.Connection) -> None:
+    """Outside a transaction: give the file's free pages back to the disk, and cut SQLite's log
+    back (an eviction rewrote many pages; when a reader holds the log, the next checkpoint
+    does). `executescript`, as `execute` steps `incremental_vacuum` once: one page."""
+    connection.executescript("PRAGMA incremental_vacuum; PRAGMA wal_checkpoint(TRUNCATE);")
 
 
 def _add_total(connection: sqlite3.Connection, added: int) -> int:
@@ -156,6 +203,19 @@ def _add_total(connection: sqlite3.Connection, added: int) -> int:
         total = int(found[0]) + added
     connection.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('bytes', ?)", (total,))
     return total
+
+
+def _total(connection: sqlite3.Connection) -> int:
+    found = connection.execute("SELECT value FROM meta WHERE name = 'bytes'").fetchone()
+    return 0 if found is None else int(found[0])
+
+
+def _file_bytes(connection: sqlite3.Connection) -> int:
+    """The bytes of the file's pages in use (its free pages are given back by a vacuum)."""
+    pages = connection.execute("PRAGMA page_count").fetchone()[0]
+    free = connection.execute("PRAGMA freelist_count").fetchone()[0]
+    size = connection.execute("PRAGMA page_size").fetchone()[0]
+    return int((pages - free) * size)
 
 
 def evict(connection: sqlite3.Connection, total: int, target: int) -> tuple[int, int]:
@@ -182,8 +242,9 @@ def prune(
     everything: bool = False,
 ) -> tuple[int, int]:
     """Delete every entry (`everything`), those last used more than `older_than_s` ago, and
-    then the least recently used beyond `max_bytes`; give the freed pages back to the disk.
-    Returns (entries, bytes) deleted."""
+    then the least recently used beyond `max_bytes` (of bodies, and on disk as a bounded store
+    counts it: see the module); give the freed pages back to the disk. Returns (entries, bytes
+    of bodies) deleted."""
     removed = freed = 0
     connection.execute("BEGIN IMMEDIATE")
     try:
@@ -207,12 +268,17 @@ def prune(
         if max_bytes is not None and total > max_bytes:
             count, size = evict(connection, total, max_bytes)
             removed, freed = removed + count, freed + size
+            total -= size
+        file_bound = None if max_bytes is None else _file_bound(max_bytes)
+        used = _file_bytes(connection)
+        if file_bound is not None and used > file_bound and total > 0:
+            count, size = evict(connection, total, int(total * file_bound / used))
+            removed, freed = removed + count, freed + size
         connection.execute("COMMIT")
     except BaseException:
         _rollback(connection)
         raise
-    connection.execute("PRAGMA incremental_vacuum")
-    connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    give_back(connection)
     return removed, freed
 
 

@@ -112,8 +112,9 @@ def key_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 class CallCache:
-    """Answers of successful calls stored under `directory` (created on the first store), at
-    most `max_bytes` of them (LLM_CACHE_MAX_BYTES; None: no bound)."""
+    """Answers of successful calls stored under `directory` (created on the first store), taking
+    at most `max_bytes` on disk (LLM_CACHE_MAX_BYTES; None: no bound; see
+    `asynceval.runtime._store_sql` for how it is kept)."""
 
     def __init__(self, directory: str | os.PathLike[str], *, max_bytes: int | None = None) -> None:
         self.directory = Path(directory).expanduser()
