@@ -7,17 +7,22 @@ attempt, retried by the retry policy, its `queueing` / `acquired` / `released` e
 agent `batch`); a look, the download of the answers and a cancel take no slot, and are retried
 by the same policy, each attempt within LLM_CALL_TIMEOUT. They go from the batcher's own task,
 in a context of its own (`batcher_context`).
+
+A batch object without a status the provider documents (a server that answers every path with
+a chat completion) is `NotABatch`: an error at once, not retried, whose 502 the batch's lines
+fail with, instead of a batch looked at forever as still in progress.
 """
 
 from __future__ import annotations
 
 import contextvars
+import json
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from .. import events
-from ..errors import AttemptTimeout, MalformedResponse
+from ..errors import AttemptTimeout, ProviderError
 from ._batch_wire import BatchWire, LineResult
 from ._replies import check_response, provider_error, request_errors
 
@@ -29,6 +34,29 @@ if TYPE_CHECKING:
 
 BATCH_AGENT = "batch"
 """The `agent` of a batch's creation in events (its slot is the lane's, not a caller's)."""
+
+
+class NotABatch(ProviderError):
+    """Raised when the provider's answer to a batch's creation or look is no batch object (see
+    the module): HTTP 502 for its lines (the server behind the base URL answered nonsense), but
+    never retried, since the same server answers the same way again."""
+
+    def __init__(self, message: str, body: str | None) -> None:
+        super().__init__(message, status_code=502, body=body)
+
+    @property
+    def retryable(self) -> bool:
+        return False
+
+
+def _batch_object(wire: BatchWire, batch: dict[str, Any]) -> dict[str, Any]:
+    """`batch` when it is a batch object (an id and a known status), else `NotABatch`."""
+    problem = None if isinstance(batch.get("id"), str) else "the provider's batch object has no id"
+    problem = problem or wire.unknown_status(batch)
+    if problem is not None:
+        body = json.dumps({"error": {"message": problem, "type": "not_a_batch"}})
+        raise NotABatch(problem, body)
+    return batch
 
 
 class BatchHttp:
@@ -54,17 +82,16 @@ class BatchHttp:
                     return check_response(await send(entry.client, request, lease))
 
                 created = await self.wire.create(post, self.headers, lines, memo)
-                if not isinstance(created.get("id"), str):
-                    raise MalformedResponse("the provider's batch object has no id")
-                return created
+                return _batch_object(self.wire, created)
 
             return await route.gateway.call(attempt, agent=BATCH_AGENT, hedge=False)
         finally:
             entry.leave()
 
     async def look(self, batch_id: str) -> dict[str, Any]:
-        """The provider's batch object now."""
-        return check_response(await self.fetch(self.wire.look(batch_id, self.headers)))
+        """The provider's batch object now (`NotABatch` when it is none)."""
+        found = check_response(await self.fetch(self.wire.look(batch_id, self.headers)))
+        return _batch_object(self.wire, found)
 
     async def collect(self, batch: dict[str, Any], custom_ids: list[str]) -> dict[str, LineResult]:
         """An ended batch's answers by custom_id (`custom_ids`: its lines, in order)."""

@@ -110,6 +110,23 @@ class BatchWire:
     provider: str
     max_requests: int
     max_bytes: int
+    status_field: str
+    """The field of a batch object that says where it is (`status`, `processing_status`)."""
+    statuses: frozenset[str]
+    """Every value the provider documents for it: anything else is no batch object."""
+
+    def unknown_status(self, batch: dict[str, Any]) -> str | None:
+        """None for a batch object with a known status; else one line saying what came instead
+        (a server that answers every path with something else, such as a chat completion,
+        would otherwise be looked at forever as a batch still in progress)."""
+        status = batch.get(self.status_field)
+        if isinstance(status, str) and status in self.statuses:
+            return None
+        what = "no" if status is None else f"an unknown ({str(status)[:40]!r})"
+        return (
+            f"the answer is no {self.provider} batch object: {what} `{self.status_field}` "
+            f"field (is {self.base} a batch API?)"
+        )
 
     def __init__(self, base: str, suffix: str) -> None:
         self.base = base  # the API's base URL, e.g. https://api.openai.com/v1
@@ -203,6 +220,20 @@ class OpenAIBatches(BatchWire):
             body["metadata"] = {METADATA_KEY: memo["batch_key"]}
         return await post(self._request("POST", "batches", headers, json=body))
 
+    status_field = "status"
+    statuses = frozenset(
+        (
+            "validating",
+            "failed",
+            "in_progress",
+            "finalizing",
+            "completed",
+            "expired",
+            "cancelling",
+            "cancelled",
+        )
+    )
+
     def look(self, batch_id: str, headers: dict[str, str]) -> httpx.Request:
         return self._request("GET", f"batches/{batch_id}", headers)
 
@@ -285,6 +316,9 @@ class AnthropicBatches(BatchWire):
         content = b'{"requests":[' + b",".join(lines) + b"]}"
         json_headers = {**headers, "content-type": "application/json"}
         return await post(self._request("POST", "messages/batches", json_headers, content=content))
+
+    status_field = "processing_status"
+    statuses = frozenset(("in_progress", "canceling", "ended"))
 
     def look(self, batch_id: str, headers: dict[str, str]) -> httpx.Request:
         return self._request("GET", f"messages/batches/{batch_id}", headers)
