@@ -49,8 +49,9 @@ from typing import Any
 from ..engine.statistics import Reducer, as_reducer, clustered_mean_ci, t_critical
 from ..errors import AsyncEvalError
 from ._binomial import binomial as binomial  # the draws of `bootstrap_means`
+from ._pass_rate import adaptive_run
 from .cost import cost_comparison
-from .summary import Summary, adaptive_run, header_reducers, report_score, summarize
+from .summary import Summary, header_reducers, report_score, summarize
 
 RESAMPLES = 10_000
 SEED = 0
