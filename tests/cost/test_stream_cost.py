@@ -194,6 +194,28 @@ async def test_an_sdk_stream_without_include_usage_is_priced_from_its_real_usage
     )
 
 
+async def test_a_sync_sdk_stream_from_a_thread_is_priced_and_hides_the_usage_chunk(
+    tmp_path: Path, event_log: EventLog, loopback: Any
+) -> None:
+    """`openai_client(sync=True)` read from a worker thread: the same stream, the same price."""
+    url, _ = loopback(SimConfig(latency=0.002, stream_chunk_delay=0.001))
+    async with Runtime(priced(tmp_path)):
+        client = openai_client(sync=True, base_url=url)
+
+        def read() -> list[Any]:
+            ask = [{"role": "user", "content": QUESTION.format(i=0)}]
+            stream = client.chat.completions.create(
+                model=MODEL, messages=ask, max_tokens=16, stream=True
+            )
+            return list(stream)
+
+        with track_usage() as usage:
+            chunks = await anyio.to_thread.run_sync(read)
+    assert chunks and all(chunk.choices for chunk in chunks)
+    assert usage.completion_tokens == 16
+    _priced_from_usage(event_log, 1)
+
+
 async def test_a_caller_that_asked_for_include_usage_still_gets_its_usage_chunk(
     tmp_path: Path, event_log: EventLog, loopback: Any
 ) -> None:
