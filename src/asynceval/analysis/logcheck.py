@@ -221,7 +221,8 @@ class _Replay:
         elif name == "retry":
             check.retries += 1
             status = event.get("status_code")
-            check.retries_by_status[str(status)] = check.retries_by_status.get(str(status), 0) + 1
+            cause = _retry_cause(status, event.get("error"))
+            check.retries_by_status[cause] = check.retries_by_status.get(cause, 0) + 1
             if status == 429 or call_id in self.after_429:
                 self.after_429[call_id] = "pending"
                 self.task_of[call_id] = (event.get("task_id"), event.get("repeat_idx"))
@@ -435,3 +436,15 @@ def _conclude(check: LogCheck, waits: list[float], helds: list[float]) -> None:
     check.queue_wait_p95_s = percentile(waits, 0.95)
     check.held_p50_s = percentile(helds, 0.5)
     check.held_p95_s = percentile(helds, 0.95)
+
+
+def _retry_cause(status: object, error: object) -> str:
+    """A retry's cause as `retries_by_status` counts it: its HTTP status, else what it was
+    without one: `expired` (a batch line its batch left undone), `timeout` (no answer within
+    LLM_CALL_TIMEOUT or LLM_STREAM_IDLE_TIMEOUT), `connection` (no answer at all)."""
+    if status is not None:
+        return str(status)
+    text = str(error or "")
+    if "the batch ended before this request was answered" in text:
+        return "expired"
+    return "timeout" if "TIMEOUT)" in text else "connection"

@@ -30,6 +30,7 @@ from ..limits import ConcurrencyController, CostBudget, budget_scope
 from ..runtime import RunGcThreshold
 from ._adaptive_repeats import AdaptiveRepeats
 from ._run_inputs import QueueArg, TaskSource, agent_data_resolver, checked_ids, make_queue
+from ._executors import executors_carry_context
 from ._run_setup import (
     adaptive_schedule,
     check_paths,
@@ -151,6 +152,7 @@ class Run:
                         RunGcThreshold(self.settings.run_gc_threshold),
                         budget_scope(self.budget),
                         self.trace.scope(self.run_id, runtime.limiter, run_attributes(self)),
+                        executors_carry_context(),  # a user's thread pools: the repetition's
                     ):
                         return await self._execute(runtime.limiter)
                 except Exception as exc:  # raised as it is, not in the portal's exception group
