@@ -138,3 +138,17 @@ def test_fail_under_judges_the_task_mean_under_adaptive_repeats(
     assert cli.main(["report", str(run), "--fail-under", "0.75"]) == 1
     err = capsys.readouterr().err
     assert f"pass rate {gate:.1%} (mean over tasks)" in err and "is below" in err
+
+
+def test_summarize_of_reports_without_a_header_takes_adaptive_from_its_caller() -> None:
+    """Reports from `bench.run(repeats=AdaptiveRepeats(...))` carry no header: the caller says."""
+    from asynceval.analysis import summarize
+
+    reports = [
+        {"task_id": task, "repeat_idx": index, "status": "success", "eval": [{"passed": bool(ok)}]}
+        for task, results in UNEVEN.items()
+        for index, ok in enumerate(results)
+    ]
+    assert summarize(reports).pass_rate == pytest.approx(35 / 60)
+    summary = summarize(reports, adaptive=True)
+    assert summary.pass_rate == pytest.approx(0.75) and summary.pass_rate_over == "tasks"

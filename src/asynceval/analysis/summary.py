@@ -160,6 +160,7 @@ def summarize(
     reducers: Sequence[Reducer | str] | None = None,
     *,
     replaced: Iterable[Mapping[str, Any]] = (),
+    adaptive: bool | None = None,
 ) -> Summary:
     """A Summary of a results file's records: header lines (`{"type": "header"}`) count runs, and
     of several reports for one (task_id, repeat_idx), as after a resume, the last one counts
@@ -168,7 +169,8 @@ def summarize(
     `reducers` (names or `Reducer`s) default to the ones the run's header names
     (`benchmark_config["reducers"]`), else mean; a bad name raises ConfigError. `replaced`:
     earlier reports of pairs that `records` holds only the last of (the view keeps no more),
-    whose cost still counts."""
+    whose cost still counts. `adaptive`: whether the repeats were adaptive (the pass rate is then
+    the mean over tasks); None: as a header says (`adaptive_repeats`), which reports alone lack."""
     records = list(records)
     chosen = [as_reducer(r) for r in reducers] if reducers else header_reducers(records)
     summary = Summary(wall_s=wall_s)
@@ -204,7 +206,8 @@ def summarize(
     summary.statuses = dict(statuses.most_common())
     summary.termination_reasons = dict(reasons.most_common())
     if summary.scored:
-        pass_rate_figures(summary, chosen, by_task, gate_by_task, adaptive=adaptive_run(records))
+        adaptive = adaptive_run(records) if adaptive is None else adaptive
+        pass_rate_figures(summary, chosen, by_task, gate_by_task, adaptive=adaptive)
     summary.duration_p50_s = percentile(durations, 0.50)
     summary.duration_p95_s = percentile(durations, 0.95)
     reports = [record for record in records if record.get("type") != "header"]
