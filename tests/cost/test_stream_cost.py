@@ -147,9 +147,9 @@ async def _openai_streams(
     simulator), each read to its end; (every chunk the SDK gave, the runtime's usage)."""
     chunks: list[Any] = []
     async with Runtime(settings):
-        client = openai_client(**({"base_url": url} if url else {}))
         with track_usage() as usage:
             for i in range(calls):
+                client = openai_client(**({"base_url": url} if url else {}))  # one each
                 stream = await client.chat.completions.create(
                     model=MODEL,
                     messages=[{"role": "user", "content": QUESTION.format(i=i)}],
@@ -277,9 +277,10 @@ def refusing_stream_options(sim: SimProvider, log: list[dict[str, Any]]) -> Call
 async def test_a_provider_that_refuses_stream_options_gets_the_request_as_written(
     tmp_path: Path, event_log: EventLog, asgi_server: Callable[[Any], int]
 ) -> None:
-    """The first stream is refused with the option and sent again as written; later streams of
-    that route go as written at once. The caller gets its answers; their usage unknown, each
-    counts at its worst case with `cost_unknown` (shown apart), never as a silent known cost."""
+    """The first stream is refused with the option and sent again as written; later streams to
+    that endpoint (from other clients too) go as written at once. The caller gets its answers;
+    their usage unknown, each counts at its worst case with `cost_unknown` (shown apart), never
+    as a silent known cost."""
     log: list[dict[str, Any]] = []
     sim = SimProvider(SimConfig(latency=0.002, stream_chunk_delay=0.001))
     url = f"http://127.0.0.1:{asgi_server(refusing_stream_options(sim, log))}/v1"
@@ -342,12 +343,14 @@ async def test_the_report_shows_calls_priced_at_their_worst_case_apart(
     cost with no caveat; one whose provider refused the option (no usage reported) says how many of its
     calls are priced at their worst case, in the report's cost line."""
     sim = SimProvider(SimConfig(latency=0.002, stream_chunk_delay=0.001))
-    app = refusing_stream_options(sim, []) if refusing else sim
+    log: list[dict[str, Any]] = []
+    app = refusing_stream_options(sim, log) if refusing else sim
     url = f"http://127.0.0.1:{asgi_server(app)}/v1"
     results = tmp_path / "results.jsonl"
-    bench = PlainStreams(url, settings=priced(tmp_path))
+    bench = PlainStreams(url, settings=priced(tmp_path), max_concurrent_tasks=1)  # in turn
     reports = await bench.run(tasks(3), results_path=results)
     assert {r["status"] for r in reports} == {"success"}
+    assert ["stream_options" in body for body in log] == ([True] + [False] * 3 if refusing else [])
     capsys.readouterr()
     monkeypatch.setenv("COLUMNS", "250")  # a table row on one line
     assert main(["report", str(results)]) == 0

@@ -55,7 +55,8 @@ async def exchange(route: Route, request: httpx.Request, agent: str | None) -> h
     if route.lane == "flex":
         request = flex_request(request)
     # A streamed chat completion asks for its usage, which its caller may not see (_usage_chunk).
-    asked = None if route.plain_streams else asking_usage(request)
+    endpoint = route.gateway.endpoint
+    asked = None if endpoint in route.plain_streams else asking_usage(request)
     sent = asked or request
     use = None
     if (cache is not None or journal is not None) and cacheable(sent):
@@ -72,7 +73,7 @@ async def exchange(route: Route, request: httpx.Request, agent: str | None) -> h
             )
     response = await _call(route, sent, agent)
     if asked is not None and refused(response):  # a server that does not know the option
-        route.plain_streams = True  # its later streams go as written
+        route.plain_streams.add(endpoint)  # its later streams go as written, whoever sends
         asked, use = None, None
         response = await _call(route, request, agent)
     if asked is not None and isinstance(response.stream, LeasedStream):

@@ -162,9 +162,8 @@ class Route:
         self.key = EndpointKey(origin, name, id(controller), controller.limit)
         # Issue 29, the batch lane: its calls go into provider batches (`_batch_lane`).
         self.batches: BatchLane | None = _batch_lane(runtime, self.lane)
-        # Its provider refused `stream_options`: streamed chat completions go as the caller wrote
-        # them, without usage (`asynceval.funnel._usage_chunk`).
-        self.plain_streams = False
+        # The runtime's endpoints that refused `stream_options` (`asynceval.funnel._usage_chunk`).
+        self.plain_streams = runtime.plain_streams
 
     def cache_url(self, url: str) -> str:
         """The URL the model-call cache files an answer to `url` under: `url`, and for the

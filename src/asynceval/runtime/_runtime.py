@@ -70,6 +70,9 @@ class Runtime:
         self._sim: SimProvider | None = None
         self._sim_lock = threading.Lock()
         self._provider_rates: dict[str, ProviderRates] = {}  # guarded by `_sim_lock`
+        # Endpoints that refused `stream_options`: streamed chat completions go to them as their
+        # caller wrote them (`asynceval.funnel._usage_chunk`).
+        self.plain_streams: set[str | None] = set()
         # What each model's calls cost: LLM_PRICES_FILE (read now: a bad one is refused at
         # once), then the simulator's and genai-prices' prices.
         self.prices = (
