@@ -3,13 +3,17 @@
     python benchmarks/ab.py --base 5d273d6 --rounds 3 engine.py --sizes 10000 --rounds 1 \\
         --skip-loopback --rss --rss-uncollected
     python benchmarks/ab.py --base 5d273d6 --rounds 3 call_path.py --rounds 1
+    python benchmarks/ab.py --base 5d273d6 --after HEAD --rounds 5 engine.py --sizes 10000 \\
+        --rounds 1 --latency 0.001 --skip-loopback --rss --rss-uncollected --log-file-apart
 
 The base commit is checked out into a temporary git worktree; the script (this tree's copy, run
 from benchmarks/, so both versions face the same workload) then runs once per round with the
 base's source first on the path, then with this tree's, alternating, so that both see the
-machine as it is at that moment. For `engine.py` and `call_path.py` the figures that matter are
-picked out of each round's output and printed as medians side by side with after/before; other
-scripts' output is printed as it came.
+machine as it is at that moment. `--after REF` compares with that commit (checked out the
+same way) instead of this working tree, so that edits in progress do not count. For
+`engine.py` and `call_path.py` the figures that matter are picked out of each round's output
+and printed as medians side by side with after/before; other scripts' output is printed as it
+came.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ ROOT = HERE.parent
 FIGURES: dict[str, list[tuple[str, str]]] = {
     "engine.py": [
         ("engine/bare, in process", r"engine/bare (\d+\.\d+)  engine CPU"),
+        ("engine CPU per repetition, in process (us)", r"engine \d+\.\d+ \((\d+) us CPU/rep\)"),
         ("engine CPU per repetition less the bare loop's (us)", r"engine CPU - bare (-?\d+) us"),
         ("engine CPU per repetition at 0 ms (us)", r"repetitions/s \((\d+) us CPU\)"),
         ("engine repetitions/s at 0 ms", r"engine (\d+) repetitions/s"),
@@ -79,6 +84,9 @@ def figures(script: str, output: str) -> dict[str, list[float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", required=True, help="the git ref to compare with (before)")
+    parser.add_argument(
+        "--after", help="a git ref to measure instead of this working tree (e.g. HEAD)"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="alternations of before and after")
     parser.add_argument("script", help="a script in benchmarks/, e.g. engine.py")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
@@ -90,17 +98,21 @@ def main() -> None:
         text=True,
     ).stdout.strip()
     head_rev = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+        ["git", "-C", str(ROOT), "rev-parse", "--short", args.after or "HEAD"],
         check=True,
         capture_output=True,
         text=True,
     ).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="asynceval-ab-") as tmp:
-        before_tree = worktree(args.base, Path(tmp) / "before")
+        trees = [worktree(args.base, Path(tmp) / "before")]
+        if args.after:
+            trees.append(worktree(args.after, Path(tmp) / "after"))
         try:
             sources = {
-                f"before ({base_rev})": before_tree / "src",
-                f"after ({head_rev}+work tree)": ROOT / "src",
+                f"before ({base_rev})": trees[0] / "src",
+                f"after ({head_rev}{'' if args.after else '+work tree'})": (
+                    trees[1] / "src" if args.after else ROOT / "src"
+                ),
             }
             seen: dict[str, dict[str, list[float]]] = {name: {} for name in sources}
             for round_no in range(1, args.rounds + 1):
@@ -110,11 +122,12 @@ def main() -> None:
                     for label, values in figures(args.script, output).items():
                         seen[name].setdefault(label, []).extend(values)
         finally:
-            subprocess.run(
-                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(before_tree)],
-                check=False,
-                capture_output=True,
-            )
+            for tree in trees:
+                subprocess.run(
+                    ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
+                    check=False,
+                    capture_output=True,
+                )
     before, after = seen.values()
     if not any(before.values()):
         return

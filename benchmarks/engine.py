@@ -79,6 +79,21 @@ async def w1_round(
     return results
 
 
+LOG_APART = False  # --log-file-apart: LOG_FILE outside the run's folder (see main)
+
+
+def log_file_of(out: Path) -> Path:
+    """LOG_FILE for a run whose results file is `out`/results.jsonl: the run's own events file
+    (`out`/events.jsonl, so that each event is written once), or with --log-file-apart a file
+    in a folder of its own, so that each event goes to LOG_FILE and to the run's events file
+    (versions before the run's own events file write LOG_FILE only)."""
+    if not LOG_APART:
+        return out / "events.jsonl"
+    apart = out / "log"
+    apart.mkdir(exist_ok=True)
+    return apart / "asynceval.jsonl"
+
+
 async def inprocess_round(
     n: int, limit: int, latency: float, out: Path, at_once: int
 ) -> dict[str, float]:
@@ -107,7 +122,7 @@ async def inprocess_round(
     results["bare"] = rate(await run_workers(n, limit, bare))
     results["bare_cpu_us"] = (time.process_time() - cpu) / n * 1e6
 
-    configure_logging(Settings(log_file=str(out / "events.jsonl")))
+    configure_logging(Settings(log_file=str(log_file_of(out))))
     async with OpenAIChatModel(controller=ConcurrencyController(limit), sim_config=config) as model:
         bench = OneCall(model, max_concurrent_tasks=at_once)
         await bench.run(tasks(limit * 2), collect=False)
@@ -139,7 +154,8 @@ def _in_process(args: argparse.Namespace, out: Path) -> None:
         ideal = n * args.latency / args.limit
         print(
             f"W1 in process: {n} repetitions x one {args.latency * 1000:.0f} ms call, limit "
-            f"{args.limit}, {args.tasks_at_once} repetitions at once, events + results file on; "
+            f"{args.limit}, {args.tasks_at_once} repetitions at once, events + results file on"
+            f"{' (LOG_FILE apart)' if LOG_APART else ''}; "
             f"ideal {ideal:.1f} s"
         )
         ratios, extra = [], []
@@ -220,10 +236,18 @@ def main() -> None:
     parser.add_argument("--rss", type=int, nargs="*", default=[100_000])
     parser.add_argument("--rss-uncollected", type=int, nargs="*", default=[100_000, 1_000_000])
     parser.add_argument("--skip-loopback", action="store_true")
+    parser.add_argument(
+        "--log-file-apart",
+        action="store_true",
+        help="in process: LOG_FILE in a folder apart from the results file, so that every event "
+        "is written to LOG_FILE and to the run's own events file (W1 as an application sets it)",
+    )
     parser.add_argument("--rss-child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--collect", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.tasks_at_once = args.tasks_at_once or 2 * args.limit
+    global LOG_APART
+    LOG_APART = args.log_file_apart
     out = Path(tempfile.mkdtemp(prefix="asynceval-engine-"))
     if args.rss_child:
         anyio.run(rss_child, args.rss_child, args.collect, out)
