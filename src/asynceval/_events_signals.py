@@ -112,14 +112,22 @@ def batch_completed(
     expired: int,
     elapsed_s: float,
     cost_usd: float | None = None,
+    cancelled: int = 0,
 ) -> None:
     """A batch ended (`status`: completed, failed, expired, cancelled) and its results were
     collected: `succeeded` lines answered their calls, `errored` and `expired` ones went back to
-    their calls (sent again in a later batch while RETRY_MAX_ATTEMPTS allows). `cost_usd`: what
-    its succeeded lines cost at the batch price (null when none was priced)."""
+    their calls (sent again in a later batch while RETRY_MAX_ATTEMPTS allows), and `cancelled`
+    ones were not done because the batch was cancelled (a stopped run cancels its open batches:
+    their calls are gone; a batch cancelled elsewhere: its undone lines are sent again, as
+    expired ones are). `cost_usd`: what its succeeded lines cost at the batch price (null when
+    none was priced)."""
     fields = {"batch_id": batch_id, "status": status, "succeeded": succeeded}
-    counts = {"errored": errored, "expired": expired, "elapsed_s": round(elapsed_s, 6)}
-    _write("info", BATCH_COMPLETED, {**fields, **counts, "cost_usd": cost_usd})
+    counts = {"errored": errored, "expired": expired, "cancelled": cancelled}
+    _write(
+        "info",
+        BATCH_COMPLETED,
+        {**fields, **counts, "elapsed_s": round(elapsed_s, 6), "cost_usd": cost_usd},
+    )
 
 
 def batch_reattached(

@@ -276,7 +276,9 @@ async def test_a_cancelled_run_cancels_its_open_batches(
     assert [r["record"] for r in records] == ["intent", "created", "ended"]
     assert records[2]["batch_id"] == batch_id
     (completed,) = event_log.named("batch_completed")
-    assert completed["status"] == "cancelled" and completed["expired"] == 5
+    # Its lines were cancelled, not expired (before: `expired: 5`).
+    assert completed["status"] == "cancelled" and completed["cancelled"] == 5
+    assert completed["expired"] == completed["errored"] == completed["succeeded"] == 0
     assert completed["cost_usd"] is None
 
 

@@ -152,7 +152,10 @@ class Progress:
         elif event == "batch_completed":
             if self.open_batches.pop(batch_id, None) is not None:
                 self.batches_done += 1
-                done = sum(int(fields.get(k) or 0) for k in ("succeeded", "errored", "expired"))
+                done = sum(
+                    int(fields.get(k) or 0)
+                    for k in ("succeeded", "errored", "expired", "cancelled")
+                )
                 self.batch_lines = max(0, self.batch_lines - done)
             self._cost(fields)
 

@@ -322,12 +322,13 @@ class Batcher:
     def _answer(self, batch: Batch, status: str, found: dict[str, LineResult]) -> None:
         """Each line's answer to its call (a line the answers leave out: not done)."""
         assert batch.id is not None
-        counts = {"succeeded": 0, "errored": 0, "expired": 0}
+        counts = {"succeeded": 0, "errored": 0, "expired": 0, "cancelled": 0}
         for line in self._unanswered(batch):
             result = found.get(line.custom_id)
             if result is None:
                 result = LineResult(line.custom_id, "expired", None, b"")
-            counts[result.kind] += 1
+            cancelled = result.kind == "expired" and status in ("cancelled", "canceled")
+            counts["cancelled" if cancelled else result.kind] += 1
             cost = line.answer(result)
             if cost is not None:
                 batch.cost = cost if batch.cost is None else batch.cost + cost
@@ -336,7 +337,13 @@ class Batcher:
         self._completed(batch, status, **counts)
 
     def _completed(
-        self, batch: Batch, status: str, succeeded: int = 0, errored: int = 0, expired: int = 0
+        self,
+        batch: Batch,
+        status: str,
+        succeeded: int = 0,
+        errored: int = 0,
+        expired: int = 0,
+        cancelled: int = 0,
     ) -> None:
         """`batch_completed`, once a batch: collected, or failed or cancelled (its lines then
         counted as errored or not done)."""
@@ -349,6 +356,7 @@ class Batcher:
             succeeded=succeeded,
             errored=errored,
             expired=expired,
+            cancelled=cancelled,
             elapsed_s=time.monotonic() - batch.started,
             cost_usd=None if batch.cost is None else float(batch.cost),
         )
@@ -375,7 +383,7 @@ class Batcher:
                     try:
                         await self.http.fetch(self.wire.cancel(batch.id, self.headers))
                         batch.done = True
-                        self._completed(batch, "cancelled", expired=len(batch.lines))
+                        self._completed(batch, "cancelled", cancelled=len(batch.lines))
                     except ProviderError:
                         pass  # it ended meanwhile, or the provider is gone: it stays journaled
             if batch.id is not None and batch.done:
