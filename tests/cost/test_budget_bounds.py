@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -393,3 +394,42 @@ def test_cost_unbounded_is_a_config_error() -> None:
     from asynceval.errors import CostUnbounded
 
     assert issubclass(CostUnbounded, ValueError)
+
+
+LONG = """
+from asynceval import Benchmark, OpenAIChatModel, Task
+
+
+class Long(Benchmark):
+    def default_tasks(self):
+        return [Task(query="Say yes. " * 25 + str(i), id=f"t{i}") for i in range(5)]
+
+    async def setup_agents(self, agent_data, environment, task, user):
+        model = OpenAIChatModel(settings=self.settings)
+
+        async def solver(query):
+            return (await model.generate(query, max_tokens=1)).text
+
+        return [solver], {}
+
+
+benchmark = Long
+"""
+
+
+def test_a_run_whose_first_answer_goes_over_the_budget_says_by_how_much(
+    tmp_path: Path, asgi_server: Callable[[Any], int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The one request a bound cannot see (the first of a model, at 20 tokens a character:
+    $0.004 for a reservation of $0.0003) takes the spending over a $0.001 budget: the run says
+    "budget exceeded by $X" with the released events' excess, and sends nothing more."""
+    url = f"http://127.0.0.1:{asgi_server(SimProvider(SimConfig(tokens_per_char=20)))}/v1"
+    target = tmp_path / "long.py"
+    target.write_text(LONG, encoding="utf-8")
+    out = tmp_path / "run"
+    argv = ["run", str(target), "--out", str(out), "--quiet", "--max-cost", "0.001"]
+    assert main([*argv, "--base-url", url, "--model", "asynceval-sim"]) == 3
+    spent = released_cost(events_file(out / "events.jsonl"))
+    err = capsys.readouterr().err
+    assert spent > Decimal("0.001")
+    assert f"budget exceeded by ${float(spent - Decimal('0.001')):.6g}" in err, err

@@ -79,9 +79,18 @@ def check_prices(runtime: Runtime, stream: TextIO | None = None) -> None:
 def budget_status(bench: Benchmark, out: Path, left: int | None, stream: TextIO) -> int:
     """0, or for a run its budget stopped, `BUDGET_EXHAUSTED` after one line on `stream` saying
     what was spent and what is left to run (`left`: repetitions without a success; None when
-    not known)."""
+    not known). A run whose answers took its spending over the budget says by how much first."""
     budget = bench.budget
-    if budget is None or not budget.exhausted:
+    if budget is None:
+        return 0
+    if budget.spent > budget.limit:  # answers beyond their requests' bounds (the cost guide)
+        print(
+            f"asynceval: budget exceeded by ${float(budget.spent - budget.limit):.6g}: answers "
+            "reported more prompt tokens than their requests' bounds (see 'What bounds the "
+            "prompt' in the cost guide)",
+            file=stream,
+        )
+    if not budget.exhausted:
         return 0
     rest = f"{left} repetitions left to run" if left is not None else "repetitions left to run"
     print(
