@@ -117,11 +117,14 @@ def test_a_resume_keeps_the_runs_budget_unless_given_a_new_one(
     $0.000013): $0.0008 runs some of the 40 repetitions each time, $5 the rest."""
     out = tmp_path / "out"
     assert main(run_once(tmp_path, "--max-cost", "0.0008")) == 3
-    assert main(["run", "--resume", str(out)]) == 3  # the same budget, afresh: spent again
-    assert main(["run", "--resume", str(out), "--max-cost", "5"]) == 0
+    assert main(["run", "--resume", str(out)]) == 3  # the run's budget, spent: nothing runs
+    assert main(["run", "--resume", str(out), "--max-cost", "5"]) == 0  # the run's new total
     capsys.readouterr()
     finished = named(events_file(out / "events.jsonl"), "run_finished")
     assert [f["budget_usd"] for f in finished] == [0.0008, 0.0008, 5]
     assert [f["budget_exhausted"] for f in finished] == [True, True, False]
-    assert all(0 < f["budget_spent_usd"] <= f["budget_usd"] for f in finished)
-    assert all(f["counts"].get("success", 0) > 0 for f in finished)
+    first, again, last = finished
+    assert 0 < first["budget_spent_usd"] <= 0.0008
+    assert again["budget_spent_usd"] == first["budget_spent_usd"] and not again["counts"]
+    assert first["budget_spent_usd"] < last["budget_spent_usd"] <= 5  # every segment's
+    assert first["counts"].get("success", 0) > 0 and last["counts"].get("success", 0) > 0

@@ -1,6 +1,7 @@
 """Checking an event log: did the concurrency limit hold, was every 429 resolved, and did a
 run with a cost budget spend no more than it (the sum of its `released` events' `cost_usd`, and
-its provider batches' `batch_completed` ones)?
+its provider batches' `batch_completed` ones)? The budget is the run directory's: a resumed
+segment is judged by what every segment of its run spent up to its end (see `._spend`).
 
 The check replays the log in order: +1 per `acquired`, -1 per `released`, per call_id, so the
 maximum is the true number of calls in flight (SC-002). An endpoint's adaptive limit
@@ -30,7 +31,7 @@ from os import PathLike
 from typing import Any
 
 from ..errors import LogFormatError as LogFormatError
-from ._spend import Spend
+from ._spend import Spend, directory_verdicts
 from .summary import percentile
 
 
@@ -422,6 +423,8 @@ def combine(replays: Iterable[RunReplay], limit: int | None = None) -> LogCheck:
             total.lowest_endpoint_limit = low if lowest is None else min(lowest, low)
         waits += replay.waits
         helds += replay.helds
+    directory_verdicts(total.runs)  # the budget is the run directory's, over its segments
+    total.budget_held = all(run["budget_held"] for run in total.runs)
     _conclude(total, waits, helds)
     # Lines of a batch taken over answer the resumed calls: counted once, with the run that
     # sent them when this log holds it, else here.

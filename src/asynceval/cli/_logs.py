@@ -1,7 +1,9 @@
 """`asynceval logs check EVENTS.jsonl`: did the limit hold, was every 429 resolved, did a
 budgeted run spend no more than its budget?
 
-Each run in the file (a resumed run appends its own) is checked against its own limit. Calls
+Each run in the file (a resumed run appends its own) is checked against its own limit; the
+budget is the run directory's, so a run and its resumes get one budget verdict: what all of
+them spent against the total of the last. Calls
 answered from the model-call cache or the call journal held no slot: a run answered wholly from
 them holds its limit. Exit status 0 when all hold, 1 when one was violated or nothing can be
 checked (no call events, or calls whose limit no run header gives and no --limit), 2 when the log
@@ -89,16 +91,32 @@ def _print_limit(check: LogCheck) -> None:
 
 
 def _print_spend(check: LogCheck) -> None:
-    """What the runs spent, and for each with a budget, whether it held."""
+    """What the runs spent, and one budget verdict per run directory in the log (a run and its
+    resumes, whose spending counts against one total)."""
     if check.cost_usd is not None:
         print(f"cost              ${check.cost_usd:.6g} (the released events' cost_usd)")
-    for number, run in enumerate(check.runs, start=1):
-        if run.get("budget_usd") is None:
+    directories: list[list[dict[str, Any]]] = []
+    for run in check.runs:
+        if run.get("resumed") and directories:
+            directories[-1].append(run)
+        else:
+            directories.append([run])
+    for segments in directories:
+        budgeted = [run for run in segments if run.get("budget_usd") is not None]
+        if not budgeted:
             continue
-        verdict = "held" if run["budget_held"] else "EXCEEDED"
-        spent = run["cost_usd"] or 0.0
-        which = f"run {number} " if len(check.runs) > 1 else ""
-        print(f"budget            {which}${spent:.6g} of ${run['budget_usd']:.6g}: {verdict}")
+        last = budgeted[-1]
+        over = [n for n, run in enumerate(segments, start=1) if not run["budget_held"]]
+        verdict = "held" if not over else "EXCEEDED"
+        if over and len(segments) > 1:
+            first = segments[over[0] - 1]
+            verdict += (
+                f" (by segment {over[0]}: ${first['spent_usd']:.6g} of ${first['budget_usd']:.6g})"
+            )
+        count = len(segments)
+        which = f" over {count} segments" if count > 1 else ""
+        spent = segments[-1].get("spent_usd") or 0.0
+        print(f"budget            ${spent:.6g} of ${last['budget_usd']:.6g}{which}: {verdict}")
 
 
 def logs_check(args: argparse.Namespace) -> int:

@@ -9,12 +9,20 @@ Dask backend, cache, journal, errors allowed, the pass-rate floor), the settings
 and the versions. A resume takes every option from here; an option given again that decides
 what the run computes must have the same value, one that decides how it runs may change (the
 new segment records it).
+
+The target's source files are recorded with their SHA-256 (`target.sha256`: the file of
+`path/file.py`, the module's source file of `module:NAME`), and each segment records the hashes
+it ran with: a resume after the code changed is refused unless `--allow-changed-target` (then
+that segment's hashes are the new reference). A manifest without hashes (an older asynceval's)
+is resumed without this check. The budget is not copied from here: it belongs to the run
+directory (see `asynceval.engine.run_cost`).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import os
 import platform
@@ -22,7 +30,7 @@ import shlex
 import socket
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -59,7 +67,11 @@ HOW = {
     "--max-cost": "max_cost",
     "--lane": "lane",
     "--keep-batches": "keep_batches",
+    "--allow-changed-target": "allow_changed_target",
 }
+# ... of which these are never taken from the manifest: the budget is the run directory's (the
+# engine carries it over), and accepting a changed target is this command line's choice alone.
+NOT_CARRIED = frozenset({"max_cost", "allow_changed_target"})
 
 
 def canonical_target(spec: str) -> str:
@@ -141,10 +153,65 @@ def apply(args: argparse.Namespace, manifest: Mapping[str, Any], out: Path) -> N
                 raise _differs(out, option, mine, "none" if recorded is None else recorded)
         setattr(args, dest, recorded if recorded is not None else getattr(args, dest))
     for dest in HOW.values():
+        if dest in NOT_CARRIED:
+            continue
         if not given(args, dest) and dest in manifest["how"]:
             if dest in ("cache", "no_cache") and (given(args, "cache") or given(args, "no_cache")):
                 continue
             setattr(args, dest, manifest["how"][dest])
+
+
+def file_hashes(paths: Iterable[Path]) -> dict[str, str]:
+    """{path: SHA-256 hex} of the files (read in blocks); "missing" for one that cannot be read."""
+    found: dict[str, str] = {}
+    for path in paths:
+        digest = hashlib.sha256()
+        try:
+            with open(path, "rb") as file:
+                for block in iter(lambda: file.read(1 << 16), b""):
+                    digest.update(block)
+        except OSError:
+            found[str(path)] = "missing"
+            continue
+        found[str(path)] = digest.hexdigest()
+    return found
+
+
+def recorded_hashes(manifest: Mapping[str, Any]) -> dict[str, str] | None:
+    """The target hashes the latest segment ran with (one that accepted a change recorded the
+    new ones), else the run's; None for a manifest that kept none (an older asynceval's)."""
+    for segment in reversed(manifest.get("segments") or []):
+        if isinstance(segment, Mapping) and isinstance(segment.get("target_sha256"), dict):
+            return dict(segment["target_sha256"])
+    recorded = manifest.get("target", {}).get("sha256")
+    return dict(recorded) if isinstance(recorded, dict) else None
+
+
+def check_target(out: Path, manifest: Mapping[str, Any], *, allow: bool) -> None:
+    """A resume of a target whose source changed since the run (or its last segment) started
+    is a CLIError naming the file and both hashes, unless `allow` (--allow-changed-target)."""
+    recorded = recorded_hashes(manifest)
+    if not recorded or allow:
+        return
+    now = file_hashes(Path(path) for path in recorded)
+    for path, before in recorded.items():
+        if now[path] != before:
+            after = now[path] if now[path] == "missing" else f"{now[path][:12]}..."
+            raise CLIError(
+                f"--resume {out}: the target {path} changed since the run started (sha256 "
+                f"{before[:12]}... -> {after}); resume with --allow-changed-target to accept it"
+            )
+
+
+def recorded_budget(manifest: Mapping[str, Any]) -> float | None:
+    """The run's total budget in USD as its latest segment recorded it (--max-cost, or
+    MAX_COST_USD then), or None when it ran without one."""
+    for segment in reversed(manifest.get("segments") or []):
+        if isinstance(segment, Mapping) and isinstance(segment.get("how"), Mapping):
+            value = segment["how"].get("max_cost")
+            return float(value) if isinstance(value, int | float) else None
+    value = manifest.get("how", {}).get("max_cost")
+    return float(value) if isinstance(value, int | float) else None
 
 
 def check_tasks(out: Path, recorded: Mapping[str, Any], now: Mapping[str, Any]) -> None:
@@ -174,8 +241,10 @@ def new(
     tasks: Mapping[str, Any],
     repeats: int | str,
     settings: Mapping[str, Any],
+    target_sha256: Mapping[str, str],
 ) -> dict[str, Any]:
-    """The manifest of a new run (its first segment included)."""
+    """The manifest of a new run (its first segment is added by `add_segment`);
+    `target_sha256`: the target's source files and their hashes (`file_hashes`)."""
     options = {dest: getattr(args, dest) for dest in COMPUTES.values()}
     if options["tasks"] is not None:
         options["tasks"] = os.path.abspath(options["tasks"])
@@ -188,6 +257,7 @@ def new(
             "spec": args.target,
             "canonical": canonical_target(args.target),
             "benchmark": benchmark,
+            "sha256": dict(target_sha256),
         },
         "computes": {
             "options": options,
@@ -209,15 +279,22 @@ def how_of(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def add_segment(
-    manifest: dict[str, Any], *, run_id: str, args: argparse.Namespace, resumed: bool
+    manifest: dict[str, Any],
+    *,
+    run_id: str,
+    args: argparse.Namespace,
+    resumed: bool,
+    target_sha256: Mapping[str, str],
 ) -> None:
-    """Record a segment (the first run, or a resume) starting now, with how it runs."""
+    """Record a segment (the first run, or a resume) starting now, with how it runs and the
+    hashes of the target's source files it runs (`target_sha256`)."""
     manifest["segments"].append(
         {
             "run_id": run_id,
             "started_at": _now(),
             "resumed": resumed,
             "how": how_of(args),
+            "target_sha256": dict(target_sha256),
             "pid": os.getpid(),
             "host": socket.gethostname(),
             "argv": shlex.join(sys.argv[1:]),

@@ -75,7 +75,7 @@ from ._run_options import (
     settings_of,
 )
 from ._run_tasks import tasks_of, tasks_record, total_of
-from ._target import load_benchmark
+from ._target import load_benchmark, source_files
 
 _E = TypeVar("_E", bound=BaseException)
 
@@ -109,7 +109,7 @@ def add_parser(commands: Any) -> None:
     add_place_options(run)
     add_provider_options(run)
     add_store_options(run)
-    add_cost_options(run)
+    add_cost_options(run, resumable=True)
     add_fail_under(run)
     run.set_defaults(handler=run_command)
 
@@ -138,6 +138,9 @@ def run_command(args: argparse.Namespace) -> int:
     assert runtime is not None
     _check_cache(runtime)
     check_prices(runtime)
+    if args.max_cost is None:  # MAX_COST_USD: the segment's header records the total in force
+        args.max_cost = runtime.settings.max_cost_usd
+    hashes = _manifest.file_hashes(source_files(args.target))
     # Batches left open when the run stops are cancelled at the provider, unless kept for
     # a resume to collect (--keep-batches).
     BatchLane.of(runtime).keep_batches = bool(args.keep_batches)
@@ -148,11 +151,17 @@ def run_command(args: argparse.Namespace) -> int:
         if manifest is None:
             if args.resume is not None:  # a run of an older asynceval: its results file first
                 check_results_file(out / "results.jsonl")
-            manifest = new_manifest(args, out, run_id, bench, tasks, runtime.settings)
+            manifest = new_manifest(args, out, run_id, bench, tasks, runtime.settings, hashes)
         else:
             _manifest.check_tasks(out, manifest["computes"]["tasks"], tasks_record(tasks))
         check_journal(out, args, backend)  # before the manifest: a refusal leaves no run
-        _manifest.add_segment(manifest, run_id=run_id, args=args, resumed=args.resume is not None)
+        _manifest.add_segment(
+            manifest,
+            run_id=run_id,
+            args=args,
+            resumed=args.resume is not None,
+            target_sha256=hashes,
+        )
         write_manifest(out, manifest)
         events_file = _events_file(out, runtime.settings)
         if lock is not None and lock.taken_over is not None:
@@ -273,7 +282,11 @@ def _run(
     a CLIError: one line, exit 2."""
     hint = f"finish the rest with: asynceval run --resume {shlex.quote(str(out))}"
     options = _RunOptions(
-        resume=args.resume is not None, run_id=run_id, journal=not args.no_journal, repeats=rule
+        resume=args.resume is not None,
+        run_id=run_id,
+        journal=not args.no_journal,
+        repeats=rule,
+        max_cost=args.max_cost,
     )
     try:
         stopped = anyio.run(_execute, bench, tasks, out, options, progress, events_file, backend)
@@ -384,6 +397,7 @@ class _RunOptions:
     run_id: str
     journal: bool
     repeats: AdaptiveRepeats | None = None
+    max_cost: float | None = None  # the run's total (a resume's earlier segments' spend counts)
 
 
 async def _execute(
@@ -416,6 +430,7 @@ async def _execute(
                         run_id=options.run_id,
                         journal=options.journal,
                         repeats=options.repeats,
+                        max_cost_usd=options.max_cost,
                     )
             finally:  # outside run_scope, or that scope would not be the one catching its cancel
                 tg.cancel_scope.cancel()

@@ -1,5 +1,7 @@
 """`asynceval run`'s cost: the `--max-cost` option, the warning about a model with no price,
-and the one line (exit status 3) of a run whose budget ran out (DESIGN section 15)."""
+and the one line (exit status 3) of a run whose budget ran out: the same line whether the budget
+ran out in this segment or an earlier one (a resume without a larger `--max-cost` then starts
+nothing). The budget is the whole run's: its spent figure counts every segment's spending."""
 
 from __future__ import annotations
 
@@ -20,14 +22,22 @@ BUDGET_EXHAUSTED = 3
 """The exit status of a run stopped by its budget (`--max-cost`)."""
 
 
-def add_cost_options(run: argparse.ArgumentParser) -> None:
-    """--max-cost USD."""
+def add_cost_options(run: argparse.ArgumentParser, *, resumable: bool = False) -> None:
+    """--max-cost USD (`resumable`: the help of `asynceval run`, which says how a resume
+    carries the budget on)."""
+    resume = (
+        "; the budget is the run directory's: a resume goes on with what is left of it, and "
+        "--resume DIR --max-cost USD makes USD the run's new total (what earlier segments spent "
+        "counts against it)"
+        if resumable
+        else ""
+    )
     run.add_argument(
         "--max-cost",
         metavar="USD",
         help="spend at most USD on LLM calls: each call reserves its worst case first, a call "
-        "that would go over is not sent, the run stops and exits 3; a resume gets this budget "
-        "afresh (default: MAX_COST_USD, else no budget)",
+        f"that would go over is not sent, the run stops and exits 3{resume} (default: "
+        "MAX_COST_USD, else no budget)",
     )
 
 

@@ -11,7 +11,7 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,9 @@ def resuming(args: argparse.Namespace) -> dict[str, Any] | None:
     manifest = _manifest.read(out)
     if manifest is not None:
         _manifest.apply(args, manifest, out)
+        _manifest.check_target(out, manifest, allow=args.allow_changed_target)
+        if args.max_cost is None:  # the run's total goes on (what was spent counts against it)
+            args.max_cost = _manifest.recorded_budget(manifest)
         return manifest
     if not (out / "results.jsonl").is_file():
         raise CLIError(f"--resume {args.resume}: no run there (no run.json, no results.jsonl)")
@@ -62,8 +65,10 @@ def new_manifest(
     bench: Benchmark,
     tasks: Iterable[Any],
     settings: Settings,
+    target_sha256: Mapping[str, str],
 ) -> dict[str, Any]:
-    """A new run's manifest; a run directory that already holds a run is refused (resume it)."""
+    """A new run's manifest (`target_sha256`: its target's source files' hashes); a run
+    directory that already holds a run is refused (resume it)."""
     if (args.resume is None and holds_something(out / "results.jsonl")) or (
         out / _manifest.NAME
     ).exists():
@@ -78,6 +83,7 @@ def new_manifest(
         tasks=tasks_record(tasks),
         repeats="auto" if args.repeats == "auto" else bench.n_task_repeats,
         settings=settings.public(),
+        target_sha256=target_sha256,
     )
 
 

@@ -81,6 +81,13 @@ def add_place_options(run: argparse.ArgumentParser) -> None:
         help="finish the run in DIR: only what is missing runs, with its target and options from "
         "DIR/run.json (default: a new run)",
     )
+    run.add_argument(
+        "--allow-changed-target",
+        action="store_true",
+        help="with --resume: go on although the target's source file changed since the run "
+        "started (its SHA-256 is in DIR/run.json); the results then mix both versions, and "
+        "the segment's header records the choice (default: such a resume exits 2)",
+    )
 
 
 def add_provider_options(run: argparse.ArgumentParser) -> None:

@@ -59,6 +59,18 @@ def load_benchmark(target: str) -> Benchmark:
     return _instantiate(defined[0], target)
 
 
+def source_files(target: str) -> list[Path]:
+    """The source files TARGET's code is read from, once `load_benchmark` imported it: the
+    file of `path/file.py[:NAME]`; for `module:NAME`, the module's own source file (none for a
+    module without one, such as a namespace package). A resume checks their hashes."""
+    path_part, _, _ = target.partition(":") if not _is_windows_drive(target) else (target, "", "")
+    if path_part.endswith(".py") or Path(path_part).suffix == ".py":
+        return [Path(path_part).resolve()]
+    module = sys.modules.get(path_part)
+    found = getattr(module, "__file__", None)
+    return [Path(found).resolve()] if isinstance(found, str) and Path(found).is_file() else []
+
+
 def _is_windows_drive(target: str) -> bool:
     return len(target) > 2 and target[1] == ":" and target[2] in "\\/"
 

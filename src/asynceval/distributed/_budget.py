@@ -257,7 +257,8 @@ class RunBudget:
         topic = budget_topic(self.run_id)
         self.client.subscribe_topic(topic, self._on_exhausted)
         stack.callback(self.client.unsubscribe_topic, topic)
-        plugin = BudgetPlugin(self.run_id, self.ledger, self.budget.limit)
+        # What is left of the run's total: a resumed run's earlier segments spent the rest.
+        plugin = BudgetPlugin(self.run_id, self.ledger, self.budget.limit - self.budget.before)
         await self.client.register_plugin(plugin, name=plugin_name(self.run_id))
         stack.push_async_callback(self._unregister)
 

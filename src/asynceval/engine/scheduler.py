@@ -23,7 +23,7 @@ import anyio.lowlevel
 import anyio.to_thread
 from anyio.from_thread import BlockingPortal
 
-from .. import events
+from .. import _event_output, events
 from ..errors import BackendLost, TaskSpecError
 from ..funnel import CallJournal, journal_scope
 from ..limits import ConcurrencyController, CostBudget, budget_scope
@@ -47,7 +47,7 @@ from .backend import Backend, Session
 from .callbacks import CallbackRunner
 from .repetition import Repetitions, Unit
 from .results import ResultsFile, read_header, successful_reports
-from .run_cost import Cost
+from .run_cost import Cost, carried_budget, earlier_spend
 from .run_paths import checked_run_id, journal_path, new_run_id, task_set_of, temporary_results
 from .run_reports import RunReports, remove_file
 from .seen_ids import SeenIds
@@ -92,6 +92,7 @@ class Run:
         self._cancel_all = anyio.CancelScope()
         self.runtime = runtime_for(benchmark)
         self.settings = self.runtime.settings
+        self._max_cost_given = max_cost_usd  # a resume's new total; else the run's carries on
         if max_cost_usd is None:
             max_cost_usd = self.settings.max_cost_usd
         self.budget = CostBudget(max_cost_usd) if max_cost_usd is not None else None
@@ -138,6 +139,12 @@ class Run:
 
     async def _execute_bound(self) -> RunReports:
         runtime = self.runtime
+        if self.resume and self.results_path is not None:  # the budget is the whole run's
+            events_path = _event_output.events_path_for(self.results_path)
+            earlier = await anyio.to_thread.run_sync(earlier_spend, events_path)
+            self.cost.earlier = earlier.spent
+            self.budget = carried_budget(self._max_cost_given, self.settings.max_cost_usd, earlier)
+            self.bench.budget = self.budget
         events.ensure_logging(self.settings)
         token = runtime.bind()
         error: Exception | None = None
@@ -201,12 +208,17 @@ class Run:
         settings = self.settings
         where = dict(self._session.description) if self._session is not None else {}
         events.run_started(
-            limits={**settings.limits(), "max_concurrent_llm_calls": controller.limit},
+            limits={
+                **settings.limits(),
+                "max_concurrent_llm_calls": controller.limit,
+                "max_cost_usd": float(self.budget.limit) if self.budget is not None else None,
+            },
             n_tasks=self.n_tasks,
             max_concurrent_tasks=self.max_tasks,
             n_task_repeats=self.bench.n_task_repeats,
             benchmark=type(self.bench).__qualname__,
             resumed_pairs=len(self._done),
+            resumed=self.resume,
             **where,
         )
         interrupted = True

@@ -13,6 +13,10 @@ be the very code that waits): it counts until the stream ends.
 
 The budget of the run in progress is bound to its context (`budget_scope`), as the usage counter
 is: every call its repetitions make, in tasks or threads, finds it with `current_budget()`.
+
+A budget can start with what was spent before (`spent_before`: a resumed run's earlier segments,
+whose spending counts against the same total): `spent` includes it (`before` says how much of
+it), and a budget that starts with nothing left is exhausted from the start.
 """
 
 from __future__ import annotations
@@ -33,7 +37,9 @@ _POLL_S = 0.005
 class CostBudget:
     """At most `limit_usd` spent on LLM calls (> 0); safe from any thread and event loop."""
 
-    def __init__(self, limit_usd: float | Decimal | str) -> None:
+    def __init__(
+        self, limit_usd: float | Decimal | str, *, spent_before: Decimal = Decimal(0)
+    ) -> None:
         try:
             limit = Decimal(str(limit_usd))
         except ArithmeticError:
@@ -41,11 +47,13 @@ class CostBudget:
         if not limit.is_finite() or limit <= 0:
             raise ConfigError(f"a cost budget must be a finite amount > 0 USD, got {limit_usd!r}")
         self.limit = limit
-        self._spent = Decimal(0)
+        self.before = spent_before
+        """What earlier segments of the run spent (counted in `spent`)."""
+        self._spent = spent_before
         self._reserved = Decimal(0)
         self._waitable = 0  # reservations of requests in flight, which will settle on their own
         self._lock = threading.Lock()
-        self.exhausted = False
+        self.exhausted = spent_before >= limit
         """Sticky: a request was refused; every later one is too, and no repetition starts."""
         self.refused = 0
         """Requests refused (each ends its repetition as `budget_exhausted`)."""
@@ -100,16 +108,18 @@ class CostBudget:
 
     def take(self, *, spent: Decimal, refused: int, overrun: Decimal, exhausted: bool) -> None:
         """Take another ledger's figures as this budget's (a cluster's, kept on its scheduler,
-        into the run's own at its end): never less than this one already says."""
+        into the run's own at its end; `spent`: this segment's, to which `before` is added):
+        never less than this one already says."""
         with self._lock:
-            self._spent = max(self._spent, spent)
+            self._spent = max(self._spent, self.before + spent)
             self.refused = max(self.refused, refused)
             self.overrun = max(self.overrun, overrun)
             self.exhausted = self.exhausted or exhausted
 
     def __repr__(self) -> str:
         return (
-            f"CostBudget(limit={self.limit}, spent={self._spent}, reserved={self._reserved}, "
+            f"CostBudget(limit={self.limit}, spent={self._spent} (before: {self.before}), "
+            f"reserved={self._reserved}, "
             f"exhausted={self.exhausted})"
         )
 
