@@ -34,6 +34,10 @@ def test_t_quantile_matches_the_table(p: float, df: int, expected: float) -> Non
     assert t_quantile(1 - p, df) == pytest.approx(-expected, rel=1e-9)
     assert t_cdf(expected, df) == pytest.approx(p, rel=1e-9)
     assert t_quantile(0.975, math.inf) == pytest.approx(Z_95, rel=1e-12)
+    z = Z_95
+    for many in (1e4, 1e6, 1e9, 1e15):  # near the normal limit: the Cornish-Fisher expansion
+        expansion = z + (z**3 + z) / (4 * many) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * many**2)
+        assert t_quantile(0.975, many) == pytest.approx(expansion, abs=1e-8)
 
 
 def test_t_quantile_refuses_what_has_no_quantile() -> None:

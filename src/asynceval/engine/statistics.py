@@ -42,6 +42,7 @@ from ..errors import ConfigError
 
 Z_95 = 1.959963984540054
 CONFIDENCE = 0.95  # of every interval here: two-sided, 2.5% in each tail
+NORMAL_DF = 1e7  # t_quantile: beyond this many degrees of freedom, the normal quantile
 ZERO_SE = 1e-12  # a standard error at or below this is 0 (float noise of identical values)
 PASS_THRESHOLD = 0.5  # a repetition whose score is at least this counts as a pass (pass@k, ...)
 
@@ -243,10 +244,12 @@ def t_cdf(t: float, df: float) -> float:
 def t_quantile(p: float, df: float) -> float:
     """The `p` quantile of Student's t with `df` degrees of freedom (0 < p < 1), to about 1e-12:
     the root of `t_cdf` found by bisection; the normal quantile when `df` is infinite. At
-    p = 0.975: 12.706 (df 1), 4.303 (2), 2.776 (4), 2.262 (9), 2.045 (29), 1.960 (inf)."""
+    p = 0.975: 12.706 (df 1), 4.303 (2), 2.776 (4), 2.262 (9), 2.045 (29), 1.960 (inf).
+    Above `NORMAL_DF` degrees of freedom it is the normal quantile (they differ by less than
+    3e-7 there, and the beta function's logarithms lose more than that)."""
     if not 0.0 < p < 1.0 or not df > 0:
         raise ValueError(f"t_quantile: needs 0 < p < 1 and df > 0, got p={p!r}, df={df!r}")
-    if math.isinf(df):
+    if df > NORMAL_DF:
         return NormalDist().inv_cdf(p)
     if p < 0.5:
         return -t_quantile(1.0 - p, df)
