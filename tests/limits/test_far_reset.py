@@ -46,11 +46,14 @@ ANTHROPIC_9999 = {
 
 
 class FirstRefused:
-    """Answers its first request 429 with `headers`, the rest 200 after `latency`, with no rate
-    headers (a gateway that adds them only to its own 429s); logs (time, status) per request."""
+    """Answers its first request 429 with `headers`, the rest 200 after `latency` with `then`
+    (none: a gateway that adds rate headers only to its own 429s); logs (time, status)."""
 
-    def __init__(self, headers: dict[str, str], latency: float = 0.02) -> None:
+    def __init__(
+        self, headers: dict[str, str], latency: float = 0.02, then: dict[str, str] | None = None
+    ) -> None:
         self.headers = [(k.encode(), v.encode()) for k, v in headers.items()]
+        self.then = [(k.encode(), v.encode()) for k, v in (then or {}).items()]
         self.latency = latency
         self.arrivals: list[tuple[float, int]] = []
 
@@ -66,7 +69,7 @@ class FirstRefused:
             status, body, headers = 429, _REFUSAL, [*headers, *self.headers]
         else:
             await anyio.sleep(self.latency)
-            status, body = 200, _COMPLETION
+            status, body, headers = 200, _COMPLETION, [*headers, *self.then]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
@@ -81,13 +84,28 @@ def test_an_announced_reset_is_read_as_at_most_a_minute(headers: dict[str, str])
     assert said.requests.reset == 60.0 and said.refill == 60.0
 
 
-@pytest.mark.parametrize("headers", [OPENAI_YEAR, ANTHROPIC_9999], ids=["openai", "anthropic"])
+OPENAI_PLENTY = {
+    "x-ratelimit-limit-requests": "100",
+    "x-ratelimit-remaining-requests": "99",
+    "x-ratelimit-reset-requests": "1s",
+}
+
+
+@pytest.mark.parametrize(
+    ("headers", "then"),
+    [(OPENAI_YEAR, None), (ANTHROPIC_9999, None), (OPENAI_YEAR, OPENAI_PLENTY)],
+    ids=["openai", "anthropic", "openai-then-headers"],
+)
 async def test_one_far_reset_429_does_not_throttle_the_rest_of_the_run(
-    asgi_server: Callable[[Any], int], event_log: EventLog, headers: dict[str, str]
+    asgi_server: Callable[[Any], int],
+    event_log: EventLog,
+    headers: dict[str, str],
+    then: dict[str, str] | None,
 ) -> None:
     """40 calls at the default RETRY_MAX_DELAY (60 s): all done within a few seconds (each
-    takes 20 ms; before: about 4 in 40 s), the refused one sent again."""
-    provider = FirstRefused(headers)
+    takes 20 ms; before: about 4 in 40 s), the refused one sent again. The successes after the
+    429 carry no rate headers, or say that 99 requests are left: either way the pause ends."""
+    provider = FirstRefused(headers, then=then)
     base_url = f"http://127.0.0.1:{asgi_server(provider)}/v1"
     settings = Settings(max_concurrent_llm_calls=10, retry_initial_delay=0.01)
     failures: list[LLMCallFailed] = []

@@ -6,9 +6,10 @@ read: announced limits become the endpoint's windows, the budget left is kept, a
 says a budget is spent pauses the endpoint until its reset (`endpoint_paused`, "announced").
 Once an endpoint has announced something, each send first waits out a budget its requests have
 used up (`acquire`), then takes its turn in the learned windows. A reset is read as at most a
-minute away, and a success whose answer carries no rate headers ends the endpoint's pause and
-drops the budget kept: the provider is answering (a gateway that adds rate headers only to its
-own 429s would otherwise never say the budget is whole again).
+minute away, and a success received during a pause ends it when its answer carries no rate
+headers (the budget kept is dropped too: a gateway that adds rate headers only to its own 429s
+would otherwise never say the budget is whole again) or is the freshest answer and says a budget
+is left: the provider is answering.
 
 A 429 is one of two things (`refused`). A rate refusal: its headers say a budget is spent, or no
 other call was in flight; the endpoint pauses for its Retry-After (`endpoint_paused`, "rate")
@@ -67,13 +68,16 @@ class Signals:
         said = read_rate_headers(headers)
         if said is None:
             # The common case for a provider that announces nothing: a look at one attribute.
-            if self.rates.active and lease._status is not None and lease._status < 400:
+            if self.rates.active and self._succeeded(lease):
                 self.answering()
             return
         sends = self.controller.sends(self.endpoint)
         pause = self.rates.heard(said, lease.sent_seq, sends, time.monotonic())
-        if pause > 0 and "retry-after-ms" not in headers and "retry-after" not in headers:
-            self.pause(pause, "announced")  # (a refusal's Retry-After is `refused`'s to keep)
+        if pause > 0:
+            if "retry-after-ms" not in headers and "retry-after" not in headers:
+                self.pause(pause, "announced")  # (a refusal's Retry-After is `refused`'s)
+        elif self._succeeded(lease) and not said.empty and self.rates.freshest(lease.sent_seq):
+            self.controller.resume(self.endpoint)  # the freshest answer: a budget is left
 
     async def acquire(self, lease: Lease, tokens: int) -> None:
         """Before `lease`'s request leaves: wait out a budget the endpoint's sends have spent
@@ -95,6 +99,11 @@ class Signals:
         if reservation is not None:
             lease._learned = reservation
             lease._learned_window = rates.window
+
+    @staticmethod
+    def _succeeded(lease: Lease) -> bool:
+        status = lease._status
+        return status is not None and status < 400
 
     def answering(self) -> None:
         """A call succeeded with an answer that announced nothing: a budget kept from an

@@ -121,6 +121,10 @@ class ProviderRates:
             self.window.relimit(requests_per_minute=requests, tokens_per_minute=tokens)
         return True
 
+    def freshest(self, sent: int) -> bool:
+        """Whether the answer to the endpoint's `sent`-th send is the freshest one kept."""
+        return sent >= self._seq
+
     def forget(self) -> bool:
         """A call succeeded and its answer announced nothing: drop the budget kept (see the
         module). Whether one was kept until later than now (a pause it started is stale)."""
