@@ -37,11 +37,12 @@ def test_the_first_run_summary_shows_one_interval_for_the_pass_rate(tmp_path: Pa
     assert status == 0
     rate = re.search(r"pass rate 33/40 = 82.5% (\(95% CI [^)]*\))", text)
     assert rate is not None, text
-    mean = re.search(r" mean 82.5% (\(95% CI [^)]*\))", text)
-    assert mean is not None and mean.group(1) == rate.group(1)
-    assert len(set(intervals(text))) == 1  # one figure, one interval
+    # The mean reducer is the same figure: not shown again, and in JSON with the same interval.
+    assert len(intervals(text)) == 1 and "reducers, over tasks" not in text
     summary = json.loads(main("report", str(tmp_path / "run"), "--json")[1])
-    assert summary["reducers"][0]["ci95"] == pytest.approx(summary["pass_rate_ci95"])
+    (mean,) = summary["reducers"]
+    assert mean["is_pass_rate"] is True
+    assert mean["ci95"] == pytest.approx(summary["pass_rate_ci95"])
     # Its 40 questions cost within 15% of one another: one line, not ten tasks picked from ties.
     assert re.search(r"by task 40 tasks alike: \$[\d.]+-\$[\d.]+ per report", text), text
     assert "costliest" not in text
@@ -86,6 +87,7 @@ def test_an_all_pass_run_shows_a_one_sided_interval_and_so_do_its_reducers(tmp_p
     _, text = main("report", str(run))
     assert "60/60 = 100.0% (95% CI 88.6%-100.0%)" in text
     assert "pass_hat_k(2) 100.0% (95% CI 88.6%-100.0%)" in text
+    assert "reducers, over tasks mean the pass rate above pass_hat_k(2)" in text
     failed = write(tmp_path / "failed", {f"t{i}": [0, 0, 0] for i in range(10)}, ["mean"])
     summary = json.loads(main("report", str(failed), "--json")[1])
     assert summary["pass_rate_ci95"] == pytest.approx([0.0, Z_95**2 / (10 + Z_95**2)])

@@ -91,19 +91,22 @@ def reducer_results(
     headline: Summary | None = None,
 ) -> list[dict[str, Any]]:
     """Per reducer: {name, value (its mean over the tasks that have one), ci95 ([low, high]), se,
-    tasks (how many have a value), too_few (tasks with too few repetitions for it)}. With a
-    `headline` whose pass rate is the mean over tasks (as many scored repetitions in every task,
-    or adaptive repeats), the `mean` reducer is that figure and takes its interval."""
+    tasks (how many have a value), too_few (tasks with too few repetitions for it),
+    is_pass_rate}. With a `headline` whose pass rate is the mean over tasks (as many scored
+    repetitions in every task, or adaptive repeats), the `mean` reducer is that figure: it takes
+    its interval, and `is_pass_rate` is true (the summary then shows it once)."""
     results = []
     for reducer in reducers:
         values = reduce_tasks(reducer, scores_by_task)
         entry: dict[str, Any] = {"name": reducer.name, "value": None, "ci95": None, "se": None}
+        entry["is_pass_rate"] = False
         if values:
             value, low, high, se = task_mean_ci(values)
             entry.update(value=value, ci95=[low, high], se=se if math.isfinite(se) else None)
             if reducer.name == "mean" and headline is not None and _is_task_mean(headline):
                 assert headline.pass_rate_ci95 is not None
                 entry.update(value=headline.pass_rate, ci95=list(headline.pass_rate_ci95))
+                entry["is_pass_rate"] = True
         entry.update(tasks=len(values), too_few=len(scores_by_task) - len(values))
         results.append(entry)
     return results

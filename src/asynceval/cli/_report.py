@@ -218,7 +218,9 @@ def tasks_text(summary: Summary) -> str:
 
 
 def reducer_text(reducer: dict[str, Any]) -> str:
-    """'75.0% (95% CI 61.2%-88.8%)', or why there is no value."""
+    """'75.0% (95% CI 61.2%-88.8%)', or why there is no value, or that it is the pass rate."""
+    if reducer.get("is_pass_rate"):
+        return "the pass rate above"
     if reducer["value"] is None:
         return "no task has enough repetitions for it"
     low, high = reducer["ci95"]
@@ -255,9 +257,11 @@ def print_summary(summary: Summary, stream: TextIO) -> None:
         table.add_row("  interval", tasks_text(summary))
         if summary.add_tasks_not_repeats:
             table.add_row("", ADD_TASKS)
-        table.add_row("reducers, over tasks", "")
-        for reducer in summary.reducers:
-            table.add_row(f"  {reducer['name']}", reducer_text(reducer))
+        # The mean reducer alone is the pass rate again: no second row for the same figure.
+        if not all(reducer.get("is_pass_rate") for reducer in summary.reducers):
+            table.add_row("reducers, over tasks", "")
+            for reducer in summary.reducers:
+                table.add_row(f"  {reducer['name']}", reducer_text(reducer))
     else:
         table.add_row("pass rate", "no scored repetitions")
     if summary.errors:
