@@ -64,7 +64,11 @@ def real_run(options: list[str], work: Path) -> dict[str, float | None]:
 
 
 def estimate(options: list[str], seed: int) -> dict[str, Any]:
-    return dict(json.loads(_cli("estimate", *options, "--seed", str(seed), "--json", cwd=ROOT)))
+    """One estimate, its sample's run directory in a temporary folder (not results/)."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = str(Path(folder) / "sample")
+        found = _cli("estimate", *options, "--seed", str(seed), "--out", out, "--json", cwd=ROOT)
+    return dict(json.loads(found))
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from asynceval.cli import main
 from asynceval.cli._estimate_replay import Limits, Phase, Template, replay
-from asynceval.cli._estimate_sample import COPY_MARK, draw
+from asynceval.cli._estimate_sample import draw
 from asynceval.cli._estimate_stats import project, t_975
 from asynceval.engine import Task, read_records
 
@@ -34,11 +34,8 @@ def real_totals(out: Path) -> dict[str, float]:
 
 
 def estimate_json(*options: str, cwd: Path) -> tuple[dict[str, Any], str]:
-    tmp = cwd / "tmp"
-    tmp.mkdir(exist_ok=True)
-    done = asynceval("estimate", *options, "--json", cwd=cwd, env={"TMPDIR": str(tmp)})
+    done = asynceval("estimate", *options, "--json", cwd=cwd)
     assert done.returncode == 0, done.stderr
-    assert not any(tmp.iterdir())  # the sample's temporary run directory is gone
     return json.loads(done.stdout), done.stderr
 
 
@@ -71,7 +68,9 @@ def test_the_estimate_from_a_sample_of_20_holds_the_real_run(
     assert found["llm_calls"]["low"] == found["llm_calls"]["high"] == 40  # one call each, always
     wall = found["wall_time_s"]
     assert 0.5 * wall["estimate"] <= real_arithmetic["wall_time_s"] <= 2 * wall["estimate"]
-    assert not (tmp_path / "results").exists()  # the user's results/ folder is not touched
+    (kept,) = (tmp_path / "results").iterdir()  # the sample is a run directory, as run makes
+    assert kept.name.startswith("arithmetic-") and (kept / "run.json").is_file()
+    assert found["run_directory"] == str(Path("results") / kept.name)
 
 
 def test_a_sample_larger_than_the_run_runs_all_of_it_and_the_interval_collapses(
@@ -147,29 +146,33 @@ def tasks(count: int) -> list[Task]:
 
 
 def test_every_pair_is_as_likely_to_be_drawn() -> None:
-    """10 tasks x 3 repeats, samples of 5 (fewer than the tasks) and 13 (more): each task is
-    drawn in proportion, a task drawn twice runs as a copy with its own id."""
-    for size in (5, 13):
-        seen = dict.fromkeys((t.id for t in tasks(10)), 0)
-        for seed in range(4000):
-            sample = draw(tasks(10), 3, size, random.Random(seed))
-            assert len(sample.tasks) == size and sample.population == 30
-            assert len({t.id for t in sample.tasks}) == size
-            for task in sample.tasks:
-                seen[task.id.partition(COPY_MARK)[0]] += 1
-        expected = 4000 * size / 10
-        assert all(abs(count - expected) < 0.06 * expected for count in seen.values()), seen
+    """10 tasks x 3 repeats, samples of 5 (fewer than the tasks): each task is drawn in
+    proportion, repeat 0 of each; a sample of 13 (more than the tasks) is every task once, and
+    one of 25 every task twice (a whole number of repeats per task)."""
+    seen = dict.fromkeys((t.id for t in tasks(10)), 0)
+    for seed in range(4000):
+        sample = draw(tasks(10), 3, 5, random.Random(seed))
+        assert sample.size == 5 and sample.repeats_each == 1 and sample.population == 30
+        assert len({t.id for t in sample.tasks}) == 5
+        for task in sample.tasks:
+            seen[task.id] += 1
+    expected = 4000 * 5 / 10
+    assert all(abs(count - expected) < 0.06 * expected for count in seen.values()), seen
+    for size, each in ((13, 1), (25, 2)):
+        sample = draw(tasks(10), 3, size, random.Random(0))
+        assert len(sample.tasks) == 10 and sample.repeats_each == each
+        assert sample.size == 10 * each
 
 
 def test_a_sample_as_large_as_the_run_is_every_pair() -> None:
     sample = draw(iter(tasks(4)), 2, 20, random.Random(0))
-    assert sorted(t.id for t in sample.tasks) == sorted(
-        [f"t{i}" for i in range(4)] + [f"t{i}{COPY_MARK}2" for i in range(4)]
-    )
+    assert sorted(t.id for t in sample.tasks) == [f"t{i}" for i in range(4)]
+    assert sample.repeats_each == 2 and sample.size == sample.population == 8
 
 
 def test_the_total_and_its_interval() -> None:
-    """N times the mean, Student's t with the finite-population correction, nothing below 0."""
+    """N times the mean, Student's t with the finite-population correction, nothing below the
+    sample's own total."""
     assert t_975(1) == 12.706 and t_975(31) == pytest.approx(2.0395, abs=1e-3)
     assert t_975(1000) == pytest.approx(1.9623, abs=1e-3)
     whole = project([1.0, 2.0, 3.0], 3)
@@ -177,7 +180,7 @@ def test_the_total_and_its_interval() -> None:
     part = project([1.0, 2.0, 3.0, 4.0], 8)
     half = t_975(3) * 8 * (1.6666666666666667 / 4) ** 0.5 * (4 / 7) ** 0.5
     assert part.estimate == 20.0 and part.high == pytest.approx(20.0 + half)
-    assert project([0.0, 0.0, 10.0], 100).low == 0.0
+    assert project([0.0, 0.0, 10.0], 100).low == 10.0  # never below what the sample measured
 
 
 def one_call(held: float, think: float = 0.0, tail: float = 0.0) -> Template:

@@ -4,8 +4,9 @@ Each finished repetition becomes a `Template` (`_estimate_replay`): its calls in
 attempts sorted by when they joined the line for a slot; an attempt that joined while the
 current phase still had one out belongs to that phase, so a judge panel's parallel calls go out
 together and an agent's calls one after the other are phases one after the other), the slot
-time each attempt held (`released`'s `held_s`; its wait in line is left out, since that wait is
-what the limits make of the run, and the replay makes it again), its time before each phase
+time each attempt held (`released`'s `held_s`, less the pauses for the provider's announced
+budget it sat through; its wait in line is left out too, since that wait is what the limits
+make of the run, and the replay makes it again), its time before each phase
 (the agent's own work, tools, backoffs) and after the last one (evaluation, a timeout).
 
 A run pays some costs once, however long it is: its first `slots` attempts open the connections
@@ -35,7 +36,6 @@ from datetime import datetime
 from typing import Any
 
 from ._estimate_replay import Phase, Template
-from ._estimate_sample import COPY_MARK
 
 
 @dataclass(frozen=True)
@@ -78,16 +78,37 @@ def _seconds(stamp: Any) -> float | None:
         return None
 
 
-def _repetitions(events: Iterable[Mapping[str, Any]]) -> list[_Repetition]:
+def _pauses(events: Iterable[Mapping[str, Any]]) -> list[tuple[float, float]]:
+    """When the endpoint paused because the provider's announced budget was spent (start, end):
+    the replay makes these pauses again (`Limits.burst`), so they are no part of a call."""
+    found: list[tuple[float, float]] = []
+    for event in events:
+        if event.get("event") == "endpoint_paused" and event.get("reason") == "announced":
+            at, seconds = _seconds(event.get("timestamp")), event.get("seconds")
+            if at is not None and isinstance(seconds, int | float) and seconds > 0:
+                found.append((at, at + float(seconds)))
+    return found
+
+
+def _unpaused(held_s: float, released: float, pauses: Sequence[tuple[float, float]]) -> float:
+    """A slot's hold without the announced pauses it sat through (it held the slot while the
+    endpoint waited for the provider's reset)."""
+    start = released - held_s
+    overlap = sum(max(0.0, min(end, released) - max(begin, start)) for begin, end in pauses)
+    return max(0.0, held_s - overlap)
+
+
+def _repetitions(events: Sequence[Mapping[str, Any]]) -> list[_Repetition]:
     """The finished repetitions of an events file, in the order they started."""
     reps: dict[tuple[str, int], _Repetition] = defaultdict(_Repetition)
+    pauses = _pauses(events)
     for event in events:
         key, at = (event.get("task_id"), event.get("repeat_idx")), _seconds(event.get("timestamp"))
         if not isinstance(key[0], str) or not isinstance(key[1], int) or at is None:
             continue
         rep, name = reps[(key[0], key[1])], event.get("event")
         if name == "task_started" and rep.started is None:
-            rep.key, rep.task, rep.started = (key[0], key[1]), key[0].partition(COPY_MARK)[0], at
+            rep.key, rep.task, rep.started = (key[0], key[1]), key[0], at
         elif name == "task_finished":
             rep.finished = at
         elif name in ("queueing", "released"):
@@ -96,13 +117,13 @@ def _repetitions(events: Iterable[Mapping[str, Any]]) -> list[_Repetition]:
                 tries.append(_Attempt(queued=at))
             elif tries and tries[-1].released is None:
                 tries[-1].released = at
-                tries[-1].held_s = float(event.get("held_s") or 0.0)
+                tries[-1].held_s = _unpaused(float(event.get("held_s") or 0.0), at, pauses)
     finished = [r for r in reps.values() if r.started is not None and r.finished is not None]
     return sorted(finished, key=lambda r: r.started or 0.0)
 
 
 def measure(
-    events: Iterable[Mapping[str, Any]], tokens: Mapping[tuple[str, int], float], slots: int
+    events: Sequence[Mapping[str, Any]], tokens: Mapping[tuple[str, int], float], slots: int
 ) -> Measured:
     """The sample's templates; `tokens` are each repetition's prompt plus completion tokens
     (from its report) keyed (task_id, repeat_idx), spread evenly over its attempts."""

@@ -11,8 +11,15 @@ FIFO order; a slot's holder then waits for its turn in the requests-per-minute a
 tokens-per-minute windows, holding the slot meanwhile (as the funnel's gateway does). The windows
 slide as `asynceval.limits.rate`'s do: the budget starts full, and a send's share comes back 60 s
 plus the limiter's margin after it. Tokens are charged as the provider reported them (the
-limiter charges an estimate, then settles to those). It is a discrete-event simulation: about
-2.5 us an attempt.
+limiter charges an estimate, then settles to those).
+
+A provider's announced budget (`Limits.burst`, `Limits.burst_reset_s`: its rate-limit headers'
+remaining and reset) paces a run far more than its per-minute limit when it counts over a
+shorter window (OpenAI enforces its limits over sub-minute periods; `asynceval sim serve --rpm 20
+--rate-window 2` announces 600 a minute, 20 at a time): the funnel sends until the answers say
+the budget is spent, then pauses the endpoint until the reset they announce. The replay does the
+same: after `burst` sends, the next waits until `burst_reset_s` after the answer to the last of
+them. It is a discrete-event simulation: about 2.5 us an attempt.
 """
 
 from __future__ import annotations
@@ -58,6 +65,8 @@ class Limits:
     tasks: int
     requests_per_minute: int | None = None
     tokens_per_minute: int | None = None
+    burst: int | None = None  # requests the provider's announced budget holds ...
+    burst_reset_s: float = 0.0  # ... and the pause, after the answer that spends it, to its reset
 
 
 _SEND, _DONE, _END = 0, 1, 2
@@ -106,6 +115,8 @@ class _Replay:
             )
             if limit is not None
         ]
+        self.burst_used = 0  # sends since the announced budget was last whole
+        self.burst_until = -math.inf  # when it is whole again
         self.phase = [0] * len(reps)
         self.outstanding = [0] * len(reps)
         self.finished: list[float] = []
@@ -135,10 +146,25 @@ class _Replay:
             tokens = self.reps[index].tokens_per_attempt
             for window, per_tokens in self.windows:
                 send = max(send, window.earliest(send, tokens if per_tokens else 1.0))
+            send = self._announced(send, held)
             for window, per_tokens in self.windows:
                 window.add(send, tokens if per_tokens else 1.0)
             self.last_send = send
             self._at(send + held, _DONE, index)
+
+    def _announced(self, send: float, held: float) -> float:
+        """When a send may go by the provider's announced budget (later than `send` when the
+        budget is spent), counted as sent."""
+        burst = self.limits.burst
+        if burst is None:
+            return send
+        if self.burst_used >= burst:
+            send = max(send, self.burst_until)
+            self.burst_used = 0
+        self.burst_used += 1
+        if self.burst_used >= burst:  # its answer says the budget is spent: pause to the reset
+            self.burst_until = send + held + self.limits.burst_reset_s
+        return send
 
     def run(self) -> list[float]:
         """The time each repetition ended, in the order they ended."""
@@ -172,10 +198,13 @@ def replay(reps: Sequence[Template], limits: Limits) -> list[float]:
 
 
 def rate_floor(calls: float, tokens: float, limits: Limits) -> float:
-    """The least time `calls` sends of `tokens` in all can take under the rate windows: the
-    last send waits for as many whole windows as the budget is exceeded."""
+    """The least time `calls` sends of `tokens` in all can take under the rate windows and the
+    announced budget: the last send waits for as many whole windows (or resets) as the budget
+    is exceeded."""
     floor = 0.0
     for amount, limit in ((calls, limits.requests_per_minute), (tokens, limits.tokens_per_minute)):
         if limit and amount > limit:
             floor = max(floor, math.ceil(amount / limit - 1) * WINDOW_S)
+    if limits.burst and calls > limits.burst:
+        floor = max(floor, math.ceil(calls / limits.burst - 1) * limits.burst_reset_s)
     return floor

@@ -1,16 +1,22 @@
 """`asynceval estimate`'s result: the sample run's directory read back and projected onto the whole
-run (`project_sample`), and shown as a table or as JSON.
+run (`project_sample`; `_estimate_show` shows it as a table or as JSON).
 
-Calls, tokens and cost are projected from the reports' `usage` (`_estimate_stats`); wall time
-from the events file (`_estimate_events`, `_estimate_wall`) at the limits the sample ran with, as
-its results header records them (MAX_CONCURRENT_LLM_CALLS, MAX_CONCURRENT_TASKS,
+Calls, tokens and cost are projected from the reports' `usage` (`_estimate_stats`), with every
+task's query size to tell when the sample holds no task like some of the run's; wall time from
+the events file (`_estimate_events`, `_estimate_wall`) at the limits the sample ran with, as its
+results header records them (MAX_CONCURRENT_LLM_CALLS, MAX_CONCURRENT_TASKS,
 LLM_REQUESTS_PER_MINUTE and LLM_TOKENS_PER_MINUTE, else the rate limits the provider announced
-during the sample). A sample that is the whole run is the answer itself: its totals, with no
+during the sample), and the budget the provider's answers announced (what they said was left,
+and when it reset). A sample that is the whole run is the answer itself: its totals, with no
 interval, and its measured wall time, within `MODEL_ERROR` (what a second run varies by).
+Repetitions the budget cut short (`budget_exhausted`) are no whole repetitions: the projection
+is made from those that finished, and says how many.
 
 Cost is each report's `usage.cost_usd` (the priced calls' cost, null when none was priced) and
 `usage.unpriced_calls`: calls to a model without a price are never counted as $0; the estimate
-says which model has no price (`usage.by_model`) instead.
+says which model has no price (`usage.by_model`) instead. What the sample itself cost is the sum
+of its `released` events' `cost_usd`: what the provider billed, retries and cut repetitions
+included.
 """
 
 from __future__ import annotations
@@ -21,19 +27,18 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
-from ..analysis.cost import money
-from ..engine import read_records
+from ..engine import TaskExecutionStatus, read_records
 from ._errors import CLIError
 from ._estimate_events import measure, run_overhead
 from ._estimate_replay import Limits
-from ._estimate_sample import Sample
-from ._estimate_stats import Total, project
+from ._estimate_sample import Sample, query_size
+from ._estimate_stats import QuerySizes, Total, project
 from ._estimate_wall import MODEL_ERROR, wall_time
+
+BUDGET_CUT = TaskExecutionStatus.BUDGET_EXHAUSTED.value
+"""The status of a repetition the budget stopped: not a whole repetition, left out."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,10 @@ class Estimate:
     sample_wall_s: float | None = None
     sample_paced: bool = False
     budget_usd: float | None = None  # the run's --max-cost (MAX_COST_USD)
+    sample_planned: int = 0  # the repetitions drawn (more than `sample` when the budget cut it)
+    sample_cost_usd: float | None = None  # what the sample's calls cost (None: none priced)
+    sample_unpriced_calls: int = 0
+    directory: str = ""  # the sample's run directory
 
     @property
     def repetitions(self) -> int:
@@ -88,19 +97,33 @@ def _events(path: Path) -> list[dict[str, Any]]:
 
 
 def project_sample(out: Path, sample: Sample, seed: int) -> Estimate:
-    """The estimate from the sample run written in `out`."""
+    """The estimate from the sample run written in `out`: from the repetitions that finished
+    (those the budget cut short are left out, and said)."""
     records, _ = read_records(out / "results.jsonl")
     header = records[0] if records and records[0].get("type") == "header" else {}
-    reports = [r for r in records if r.get("type") != "header" and "usage" in r]
+    reports = [
+        r
+        for r in records
+        if r.get("type") != "header" and "usage" in r and r.get("status") != BUDGET_CUT
+    ]
     if not reports:
-        raise CLIError("the sample run wrote no report; nothing to estimate from")
+        raise CLIError("the sample run finished no repetition; nothing to estimate from")
     events = _events(out / "events.jsonl")
     usage = [r.get("usage") or {} for r in reports]
     population = sample.population
     limits = _limits(header, events)
+    size_of = {task.id: query_size(task) for task in sample.tasks}
+    sizes = QuerySizes(
+        [size_of.get(str(r.get("task_id")), 1.0) for r in reports],
+        sample.sizes.total * sample.repeats,
+        sample.sizes.least,
+        sample.sizes.most,
+    )
 
-    def total(name: str) -> Total:
-        return project([float(u.get(name) or 0) for u in usage], population)
+    def total(name: str, by_size: bool = True) -> Total:
+        return project(
+            [float(u.get(name) or 0) for u in usage], population, sizes if by_size else None
+        )
 
     tokens = {
         (str(r.get("task_id")), int(r.get("repeat_idx") or 0)): float(
@@ -121,6 +144,7 @@ def project_sample(out: Path, sample: Sample, seed: int) -> Estimate:
     calls, sent = sum(float(u.get("llm_calls") or 0) for u in usage), sum(tokens.values())
     rpm, tpm = limits.requests_per_minute, limits.tokens_per_minute
     paced = (rpm is not None and calls > rpm) or (tpm is not None and sent > tpm)
+    spent, unpriced = _spent(events)
     return Estimate(
         tasks=sample.run_tasks,
         repeats=sample.repeats,
@@ -128,21 +152,35 @@ def project_sample(out: Path, sample: Sample, seed: int) -> Estimate:
         seed=seed,
         limits=limits,
         lane=str((header.get("settings") or {}).get("llm_lane") or "live"),
-        llm_calls=total("llm_calls"),
+        llm_calls=total("llm_calls", by_size=False),
         prompt_tokens=total("prompt_tokens"),
         completion_tokens=total("completion_tokens"),
-        cost=_cost(usage, population, header),
+        cost=_cost(usage, population, header, sizes),
         wall_time_s=wall,
         sample_statuses=dict(Counter(str(r.get("status")) for r in reports)),
         sample_wall_s=measured_wall,
         sample_paced=paced,
         budget_usd=(header.get("settings") or {}).get("max_cost_usd"),
+        sample_planned=sample.size,
+        sample_cost_usd=spent,
+        sample_unpriced_calls=unpriced,
+        directory=str(out),
     )
+
+
+def _spent(events: Sequence[Mapping[str, Any]]) -> tuple[float | None, int]:
+    """What the sample's calls cost, as the provider billed them (the `cost_usd` of every
+    `released` event: retries and repetitions the budget cut included; None when no call was
+    priced), and how many calls had no price."""
+    costs = [e.get("cost_usd") for e in events if e.get("event") == "released"]
+    priced = [float(c) for c in costs if isinstance(c, int | float)]
+    return (math.fsum(priced) if priced else None), len(costs) - len(priced)
 
 
 def _limits(header: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> Limits:
     """The limits the sample ran with; rate limits the settings leave unset are those the
-    provider announced, if it did (as the run's endpoint would take them)."""
+    provider announced, if it did (as the run's endpoint would take them), and so is the
+    budget its answers announced (`_announced_budget`)."""
     settings = header.get("settings") or {}
     learned = [e for e in events if e.get("event") == "rate_learned"]
     rpm = settings.get("llm_requests_per_minute")
@@ -150,6 +188,7 @@ def _limits(header: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> L
     if learned:
         rpm = rpm if rpm is not None else learned[-1].get("requests_per_minute")
         tpm = tpm if tpm is not None else learned[-1].get("tokens_per_minute")
+    burst, reset = _announced_budget(events, learned)
     return Limits(
         llm_calls=int(
             header.get("max_concurrent_llm_calls") or settings.get("max_concurrent_llm_calls") or 5
@@ -157,14 +196,49 @@ def _limits(header: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> L
         tasks=int(header.get("max_concurrent_tasks") or settings.get("max_concurrent_tasks") or 32),
         requests_per_minute=int(rpm) if rpm else None,
         tokens_per_minute=int(tpm) if tpm else None,
+        burst=burst,
+        burst_reset_s=reset,
     )
 
 
-def _cost(usage: Sequence[Mapping[str, Any]], population: int, header: Mapping[str, Any]) -> Cost:
+def _announced_budget(
+    events: Sequence[Mapping[str, Any]], learned: Sequence[Mapping[str, Any]]
+) -> tuple[int | None, float]:
+    """The requests the provider's announced budget holds and its reset, as the sample met
+    them: the sends before the first pause the answers asked for (`endpoint_paused`, reason
+    "announced") and that pause's length; else what the first announcement said was left,
+    plus the request it answered, over the announced rate (a budget the sample did not spend).
+    (None, 0.0) when the provider announced nothing."""
+    sends, burst, reset = 0, None, 0.0
+    for event in events:
+        name = event.get("event")
+        if name == "acquired":
+            sends += 1
+        elif name == "endpoint_paused" and event.get("reason") == "announced":
+            seconds = event.get("seconds")
+            if isinstance(seconds, int | float) and seconds > 0 and sends > 0:
+                burst, reset = sends, float(seconds)
+            break
+    first = learned[0] if learned else {}
+    left, rate = first.get("remaining_requests"), first.get("requests_per_minute")
+    if isinstance(left, int) and left >= 0:
+        if burst is None and isinstance(rate, int | float) and rate > 0:
+            return left + 1, (left + 1) * 60.0 / float(rate)
+        if burst is not None:
+            return max(burst, left + 1), reset
+    return burst, reset
+
+
+def _cost(
+    usage: Sequence[Mapping[str, Any]],
+    population: int,
+    header: Mapping[str, Any],
+    sizes: QuerySizes,
+) -> Cost:
     """The cost's projection from `usage.cost_usd` and `usage.unpriced_calls`."""
     measured = any("cost_usd" in u for u in usage)
     priced_any = any(u.get("cost_usd") is not None for u in usage)
-    priced = project([float(u.get("cost_usd") or 0.0) for u in usage], population)
+    priced = project([float(u.get("cost_usd") or 0.0) for u in usage], population, sizes)
     unpriced = project([float(u.get("unpriced_calls") or 0) for u in usage], population)
     models: list[str] = []
     if unpriced.estimate > 0:
@@ -177,128 +251,3 @@ def _cost(usage: Sequence[Mapping[str, Any]], population: int, header: Mapping[s
             model = (header.get("settings") or {}).get("llm_model")
             models.append(str(model) if model else "the configured model")
     return Cost(priced if priced_any else None, unpriced, tuple(models), measured)
-
-
-def cost_text(cost: Cost) -> tuple[str, str]:
-    """The cost's estimate and interval as shown: unpriced calls said, never shown as $0."""
-    if not cost.measured:
-        return "not measured", "this asynceval does not price calls yet"
-    no_price = f"model {', '.join(cost.unpriced_models)} has no price"
-    if cost.priced is None:
-        return f"unknown ({no_price})", ""
-    shown = (money(cost.priced.estimate), f"{money(cost.priced.low)} - {money(cost.priced.high)}")
-    if cost.unpriced_calls.estimate > 0:
-        calls = f"{cost.unpriced_calls.estimate:,.0f}"
-        return f"{shown[0]} + unknown ({calls} calls: {no_price})", shown[1]
-    return shown
-
-
-def _count(value: float) -> str:
-    return "unbounded" if math.isinf(value) else f"{value:,.0f}"
-
-
-def _duration(seconds: float) -> str:
-    if math.isinf(seconds):
-        return "unbounded"
-    if seconds < 60:
-        return f"{seconds:.2f} s" if seconds < 10 else f"{seconds:.0f} s"
-    minutes = seconds / 60
-    if minutes < 60:
-        return f"{int(minutes)} min {int(seconds % 60)} s"
-    return f"{int(minutes // 60)} h {int(minutes % 60)} min"
-
-
-def limits_text(estimate: Estimate) -> str:
-    limits = estimate.limits
-    rates = [
-        f"{limit:,} {unit}/min"
-        for limit, unit in (
-            (limits.requests_per_minute, "requests"),
-            (limits.tokens_per_minute, "tokens"),
-        )
-        if limit is not None
-    ]
-    budget = "" if estimate.budget_usd is None else f", budget {money(estimate.budget_usd)}"
-    return (
-        f"{limits.llm_calls} LLM calls and {limits.tasks} repetitions at once, "
-        f"{', '.join(rates) or 'no rate limit'}, lane {estimate.lane}{budget}"
-    )
-
-
-def print_table(estimate: Estimate, stream: TextIO) -> None:
-    """The estimate as a table, with a line on what it projects and from what."""
-    table = Table(title="asynceval estimate", show_header=True)
-    table.add_column("whole run", style="bold")
-    table.add_column("estimate", justify="right")
-    table.add_column("95% interval")
-    for label, value in (
-        ("LLM calls", estimate.llm_calls),
-        ("prompt tokens", estimate.prompt_tokens),
-        ("completion tokens", estimate.completion_tokens),
-    ):
-        table.add_row(label, _count(value.estimate), f"{_count(value.low)} - {_count(value.high)}")
-    table.add_row("cost (USD)", *cost_text(estimate.cost))
-    wall = estimate.wall_time_s
-    table.add_row(
-        "wall time", _duration(wall.estimate), f"{_duration(wall.low)} - {_duration(wall.high)}"
-    )
-    Console(file=stream).print(table)
-    print(
-        f"{_plural(estimate.repetitions, 'repetition')} ({_plural(estimate.tasks, 'task')} x "
-        f"{_plural(estimate.repeats, 'repeat')}) projected from a sample of {estimate.sample} "
-        f"(seed {estimate.seed}), at {limits_text(estimate)}",
-        file=stream,
-    )
-    if estimate.lane == "batch":
-        print(BATCH_WALL_TIME, file=stream)
-
-
-BATCH_WALL_TIME = (
-    "wall time in the batch lane: this is how long the sample's batches took here; a provider "
-    "finishes most batches within an hour and promises 24 hours, and each turn of an agent is "
-    "one batch round trip, so the real run may take far longer"
-)
-"""What the estimate says of its wall time in the batch lane, where the sample's replay at the
-run's limits cannot see the provider's batch turnaround (its lines hold no slot)."""
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
-
-
-def as_json(estimate: Estimate) -> dict[str, Any]:
-    """The estimate's numbers (an unbounded interval's end is null)."""
-
-    def numbers(value: Total | None) -> dict[str, float | None] | None:
-        if value is None:
-            return None
-        return {k: (None if math.isinf(v) else v) for k, v in value.as_dict().items()}
-
-    limits = estimate.limits
-    return {
-        "repetitions": estimate.repetitions,
-        "tasks": estimate.tasks,
-        "repeats": estimate.repeats,
-        "sample": estimate.sample,
-        "seed": estimate.seed,
-        "limits": {
-            "max_concurrent_llm_calls": limits.llm_calls,
-            "max_concurrent_tasks": limits.tasks,
-            "llm_requests_per_minute": limits.requests_per_minute,
-            "llm_tokens_per_minute": limits.tokens_per_minute,
-        },
-        "lane": estimate.lane,
-        "budget_usd": estimate.budget_usd,
-        "llm_calls": numbers(estimate.llm_calls),
-        "prompt_tokens": numbers(estimate.prompt_tokens),
-        "completion_tokens": numbers(estimate.completion_tokens),
-        "cost_usd": numbers(estimate.cost.priced) if estimate.cost.measured else None,
-        "unpriced_calls": numbers(estimate.cost.unpriced_calls) if estimate.cost.measured else None,
-        "unpriced_models": list(estimate.cost.unpriced_models),
-        "wall_time_s": numbers(estimate.wall_time_s),
-        "sample_run": {
-            "statuses": dict(estimate.sample_statuses),
-            "wall_time_s": estimate.sample_wall_s,
-            "rate_limited": estimate.sample_paced,
-        },
-    }
