@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 
-from asynceval import Benchmark, Runtime, Settings, Task
+from asynceval import Benchmark, OpenAIChatModel, Runtime, Settings, Task
 from asynceval.cli import main
 from asynceval.interop import anthropic_client, openai_client
 from asynceval.llm import track_usage
@@ -362,3 +363,19 @@ async def test_the_report_shows_calls_priced_at_their_worst_case_apart(
     assert tokens.endswith(" / 0" if refusing else " / 48"), tokens  # 16 a stream
     worst = "3 calls priced at their worst case (no usage reported)"
     assert (worst in line) is refusing, line
+
+
+async def test_a_batch_line_given_up_after_it_was_sent_is_counted_at_its_worst_case() -> None:
+    """The batch lane: a call that stops waiting once its line went in a batch may still be
+    billed, so its worst case is counted, and counted as such (`worst_case_calls`)."""
+    sim = SimProvider(SimConfig(batch_delay=30))
+    settings = Settings(llm_lane="batch", llm_batch_linger=0.1, llm_batch_poll=0.02)
+    async with Runtime(settings):
+        model = OpenAIChatModel(
+            "asynceval-sim", base_url="http://sim.test/v1", transport=httpx.ASGITransport(app=sim)
+        )
+        with track_usage() as usage:
+            with anyio.move_on_after(1.0):
+                await model.generate("What is 2 + 2?", max_tokens=16)
+    assert sim.stats()["batches"]["openai"]["created"] == 1  # it was sent
+    assert usage.cost is not None and usage.worst_case_calls == 1

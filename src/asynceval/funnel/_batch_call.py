@@ -246,8 +246,8 @@ def _count(call: Call, line: BatchLine) -> None:
         return
     if line.tokens is not None:
         counter.add_tokens(line.tokens)
-    if line.costing is not None:
-        counter.add_cost(line.costing.model, line.cost)
+    if line.costing is not None:  # an answer without usage costs its worst case
+        counter.add_cost(line.costing.model, line.cost, worst_case=line.tokens is None)
 
 
 def _error(result: LineResult) -> ProviderError:

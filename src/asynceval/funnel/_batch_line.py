@@ -145,7 +145,7 @@ class BatchLine:
         if state is State.SUBMITTED and self.counter is not None:
             self.counter.llm_calls += 1  # sent: the provider has it, as a live call cut short
             if self.costing is not None:
-                self.counter.add_cost(self.costing.model, self.worst_case())
+                self.counter.add_cost(self.costing.model, self.worst_case(), worst_case=True)
         if state is State.ANSWERED:
             self.state = state  # answered already: its call counts it
         return False
