@@ -13,8 +13,9 @@ usage: they go as they are.
 A provider that refuses the option (an OpenAI-compatible server answering 400 or 422 that names
 `stream_options`, `refused`): the request is sent again as the caller wrote it, and later
 streams to that endpoint on the same runtime go as written (that first refusal is a failed call
-of its own, as is each refusal of a stream sent before the first one came back). Those streams report no usage, so each counts at its worst case
-(`cost_unknown` on its event), which the run's summary shows apart.
+of its own, as is each refusal of a stream sent before the first one came back). Those streams
+report no usage, so each counts at its worst case (`cost_unknown` on its event), which the run's
+summary shows apart.
 """
 
 from __future__ import annotations
