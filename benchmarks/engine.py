@@ -46,6 +46,7 @@ def tasks(n: int) -> Iterator[Task]:
 async def w1_round(
     n: int, limit: int, latency: float, base_url: str, out: Path, at_once: int
 ) -> dict[str, float]:
+    out = fresh(out)
     ideal = n * latency / limit
     results: dict[str, float] = {}
     limits = httpx.Limits(max_connections=limit, max_keepalive_connections=limit)
@@ -79,6 +80,13 @@ async def w1_round(
     return results
 
 
+def fresh(out: Path) -> Path:
+    """A new folder in `out` for one round: a round's run into the results file of an earlier
+    round would be a resume of it, every repetition skipped as done (before this, the ceiling
+    and every round after the first measured that)."""
+    return Path(tempfile.mkdtemp(prefix="round-", dir=out))
+
+
 LOG_APART = False  # --log-file-apart: LOG_FILE outside the run's folder (see main)
 
 
@@ -99,6 +107,7 @@ async def inprocess_round(
 ) -> dict[str, float]:
     """W1 in process: the bare loop on the simulator, then the engine on a simulator of its own
     with the same configuration; efficiency (0 ms: repetitions per second) and CPU per call."""
+    out = fresh(out)
     config = SimConfig(latency=latency, latency_distribution="fixed")
     sim = SimProvider(config)
     counter = 0
