@@ -13,8 +13,10 @@ segment that is not a resume starts a new run directory's count.
 
 from __future__ import annotations
 
+import json
 import math
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 
@@ -90,3 +92,63 @@ def _exact(value: Any) -> Decimal | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return None
     return Decimal(repr(value))
+
+
+class Billed:
+    """What a run directory's events file says was billed, over every segment, for `report`
+    and the run's summary (see `read_billed`): `total` (every `released` event's `cost_usd` and
+    every `batch_completed` one's), `by_pair` (the `released` costs of each (task_id,
+    repeat_idx): a repetition's calls in every segment, those a resume replayed from the
+    journal included, where they were paid), `segments`, and the run's budget as its latest
+    segment had it (`budget`, `budget_exhausted`)."""
+
+    __slots__ = ("budget", "budget_exhausted", "by_pair", "segments", "total")
+
+    def __init__(self) -> None:
+        self.total = Decimal(0)
+        self.by_pair: dict[tuple[str, int], Decimal] = {}
+        self.segments = 0
+        self.budget: Decimal | None = None
+        self.budget_exhausted = False
+
+    def feed(self, event: dict[str, Any]) -> None:
+        name = event.get("event")
+        if name in ("released", "batch_completed"):
+            cost = _exact(event.get("cost_usd"))
+            if cost is None:
+                return
+            self.total += cost
+            task, repeat = event.get("task_id"), event.get("repeat_idx")
+            if name == "released" and isinstance(task, str) and isinstance(repeat, int):
+                self.by_pair[(task, repeat)] = self.by_pair.get((task, repeat), 0) + cost
+        elif name == "run_started":
+            self.segments += 1
+            self.budget = _exact(event.get("max_cost_usd"))
+            self.budget_exhausted = False
+        elif name == "run_finished":
+            self.budget = _exact(event.get("budget_usd")) or self.budget
+            self.budget_exhausted = bool(event.get("budget_exhausted"))
+
+
+_BILLED_EVENTS = ("released", "batch_completed", "run_started", "run_finished")
+
+
+def read_billed(path: Path) -> Billed | None:
+    """The bill of the events file at `path`, or None when there is none or it cannot be
+    read. Read a line at a time; only lines naming one of the events it needs are parsed, and
+    a line cut short by a kill is skipped."""
+    billed = Billed()
+    try:
+        with open(path, encoding="utf-8", errors="replace") as file:
+            for line in file:
+                if not any(name in line for name in _BILLED_EVENTS):
+                    continue
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict):
+                    billed.feed(event)
+    except OSError:
+        return None
+    return billed

@@ -8,6 +8,9 @@ dollar: `$0.00001234`), in cents from $1 up; JSON keeps the unrounded floats. A 
 has no price is never shown as $0: it is counted apart, and a cost that nothing priced gives is
 "unknown". The view keeps only the cost keys of a report's usage (`cost_usage`).
 
+A resumed run's report takes its cost figures from its bill, the events file's `released` events
+of every segment (`with_bill`), and shows the budget against the run's total (`bill_rows`).
+
 The paired difference (`cost_comparison`) is over the (task_id, repeat_idx) pairs both runs have
 (the last report of each), those whose cost is known in full in both (`repetition_cost`) and
 that the budget did not stop: the mean over them of B's cost minus A's, with the 95% interval
@@ -17,10 +20,21 @@ that `compare` gives the score difference (tasks resampled; passed in as `interv
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from decimal import Decimal
 from typing import Any
 
-from .summary import BUDGET_EXHAUSTED, Summary, finite_number, mapping, repetition_cost
+from ._spend import Billed as Billed
+from ._spend import read_billed as read_billed
+from .summary import (
+    BUDGET_EXHAUSTED,
+    Summary,
+    finite_number,
+    mapping,
+    percentile,
+    repetition_cost,
+)
 
 SIGNIFICANT = 4  # digits of a sum below $1
 TASKS_SHOWN = 10  # the costliest tasks listed in a table; --json lists them all
@@ -144,6 +158,94 @@ def budget_rows(summary: Summary) -> list[tuple[str, str]]:
     if not summary.budget_exhausted:
         return []
     return [("budget exhausted", f"{_plural(summary.budget_exhausted, 'repetition')} ({RESUME})")]
+
+
+def with_bill(
+    summary: Summary, records: Iterable[Mapping[str, Any]], billed: Billed | None
+) -> Summary:
+    """`summary` with a resumed run's cost figures taken from its bill (`billed`: its events
+    file, `read_billed`): the total is what every segment was billed, so calls a resume replayed
+    from the journal and calls of repetitions a kill cut short count where they were paid; each
+    task's cost and the p50/p95 per repetition sum the `released` events of a repetition in
+    every segment, so identical tasks cost the same however the kills fell. A run of one
+    segment, or without its events file, keeps the reports' sums (`records`: the results
+    file's, for the latest report of each repetition)."""
+    if billed is None or billed.segments < 2 or (not billed.total and summary.cost_usd is None):
+        return summary
+    latest: dict[tuple[str, Any], Mapping[str, Any]] = {}
+    for record in records:
+        if record.get("type") != "header" and record.get("task_id") is not None:
+            latest[(str(record["task_id"]), record.get("repeat_idx"))] = record
+    per_task: dict[str, Decimal] = {}
+    for (task, _), paid in billed.by_pair.items():
+        per_task[task] = per_task.get(task, Decimal(0)) + paid
+    by_task = []
+    for entry in summary.cost_by_task:  # its reports and unpriced calls as the reports say
+        key = str(entry["task_id"])
+        billed_task = per_task.pop(key) if key in per_task else None
+        cost = entry["cost_usd"] if billed_task is None else float(billed_task)
+        by_task.append({**entry, "cost_usd": cost})
+    for task, paid in per_task.items():  # paid for, but no report of it yet (killed each time)
+        by_task.append(
+            {"task_id": task, "reports": 0, "unpriced_calls": 0, "cost_usd": float(paid)}
+        )
+    priced = sorted((t for t in by_task if t["cost_usd"] is not None), key=lambda t: -t["cost_usd"])
+    costs = [
+        float(billed.by_pair.get(pair, Decimal(0)))
+        for pair, record in latest.items()
+        if record.get("status") != BUDGET_EXHAUSTED and repetition_cost(record) is not None
+    ]
+    return replace(
+        summary,
+        cost_usd=float(billed.total),
+        cost_by_task=priced + [t for t in by_task if t["cost_usd"] is None],
+        cost_p50_usd=percentile(costs, 0.5),
+        cost_p95_usd=percentile(costs, 0.95),
+        cost_repetitions=len(costs),
+    )
+
+
+def bill_rows(reports: Summary, billed: Billed | None) -> list[tuple[str, str]]:
+    """(label, text) lines of what the bill says beside the reports (`reports`: the summary
+    of the reports alone): their sum when a resumed run's bill differs from it, and the budget
+    line, against the run's total over its segments."""
+    if billed is None:
+        return []
+    rows: list[tuple[str, str]] = []
+    total = float(billed.total)
+    if (
+        billed.segments > 1
+        and reports.cost_usd is not None
+        and not math.isclose(reports.cost_usd, total, rel_tol=1e-9)
+    ):
+        rows.append(
+            (
+                "  in the reports alone",
+                f"{money(reports.cost_usd)} (calls replayed from the journal and repetitions a "
+                "kill cut short were paid in earlier segments: counted above)",
+            )
+        )
+    if billed.budget is not None:
+        over = f", over {billed.segments} segments" if billed.segments > 1 else ""
+        text = f"{money(total)} spent of {money(float(billed.budget))}, the run's total{over}"
+        if billed.budget_exhausted:
+            text += "; exhausted"
+        rows.append(("budget", text))
+    return rows
+
+
+def bill_json(reports: Summary, billed: Billed | None) -> dict[str, Any]:
+    """`report --json`'s keys of the bill: reports_cost_usd (the reports' sum), and budget
+    ({usd, spent_usd, segments, exhausted}, or None without a budget)."""
+    budget = None
+    if billed is not None and billed.budget is not None:
+        budget = {
+            "usd": float(billed.budget),
+            "spent_usd": float(billed.total),
+            "segments": billed.segments,
+            "exhausted": billed.budget_exhausted,
+        }
+    return {"reports_cost_usd": reports.cost_usd, "budget": budget}
 
 
 def cost_usage(usage: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,10 +1,16 @@
-"""`asynceval report RESULTS.jsonl`: what a run did, as a table or JSON."""
+"""`asynceval report RESULTS.jsonl`: what a run did, as a table or JSON.
+
+A resumed run's cost is what its events file beside the results says every segment was billed
+(`asynceval.analysis.cost.with_bill`), and a budgeted run's budget line is against the run's
+total over its segments."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -12,8 +18,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from .. import _event_output
 from ..analysis import Summary, summarize
-from ..analysis.cost import budget_rows, cost_rows
+from ..analysis.cost import (
+    bill_json,
+    bill_rows,
+    budget_rows,
+    cost_rows,
+    read_billed,
+    with_bill,
+)
 from ..analysis.run_info import describe, read_manifest
 from ..engine.results import read_summaries
 from ..engine.statistics import REDUCER_NAMES, as_reducer
@@ -168,25 +182,44 @@ def load_records(path: Path) -> tuple[list[dict[str, Any]], int]:
     return records, damaged
 
 
+@dataclass(frozen=True)
+class Loaded:
+    """A results file's summary (`summary`: a resumed run's cost figures from its bill), the
+    rows the bill adds to its table (`bill_rows`) and the keys it adds to its JSON
+    (`bill_json`)."""
+
+    summary: Summary
+    bill_rows: list[tuple[str, str]]
+    bill_json: dict[str, Any]
+
+
 def load_summary(
     path: Path, wall_s: float | None = None, reducers: list[str] | None = None
-) -> Summary:
+) -> Loaded:
+    """The summary of the results file at `path`, with what its events file beside it (every
+    segment's `released` events) says was billed and how the run's budget stands."""
     records, damaged = load_records(path)
-    summary = summarize(records, wall_s=wall_s, reducers=reducers)
-    summary.damaged_lines = damaged  # e.g. a line cut short by a kill
-    return summary
+    reports = summarize(records, wall_s=wall_s, reducers=reducers)
+    reports.damaged_lines = damaged  # e.g. a line cut short by a kill
+    billed = read_billed(Path(_event_output.events_path_for(path)))
+    return Loaded(
+        with_bill(reports, records, billed),
+        bill_rows(reports, billed),
+        bill_json(reports, billed),
+    )
 
 
 def report_command(args: argparse.Namespace) -> int:
     path = results_file(args.results)
-    summary = load_summary(path, reducers=args.reducer)
+    loaded = load_summary(path, reducers=args.reducer)
+    summary = loaded.summary
     manifest = read_manifest(path)
     if args.json:
-        print(json.dumps({**summary.as_dict(), "run": manifest}, indent=2))
+        print(json.dumps({**summary.as_dict(), **loaded.bill_json, "run": manifest}, indent=2))
     else:
         if manifest is not None:
             print_manifest(manifest, sys.stdout)
-        print_summary(summary, sys.stdout)
+        print_summary(summary, sys.stdout, loaded.bill_rows)
     # With --json, stdout stays one JSON document: the verdict of a pass goes unsaid.
     return fail_under_status(summary, args.fail_under, quiet=args.json)
 
@@ -240,8 +273,9 @@ def print_manifest(manifest: dict[str, Any], stream: TextIO) -> None:
     Console(file=stream).print(table)
 
 
-def print_summary(summary: Summary, stream: TextIO) -> None:
-    """The summary table (plain text when the stream is not a terminal)."""
+def print_summary(summary: Summary, stream: TextIO, bill: Sequence[tuple[str, str]] = ()) -> None:
+    """The summary table (plain text when the stream is not a terminal); `bill`: the rows
+    the run's bill adds after its cost (`Loaded.bill_rows`)."""
     console = Console(file=stream)
     table = Table(title="asynceval results", show_header=False)
     table.add_column(style="bold")
@@ -283,7 +317,7 @@ def print_summary(summary: Summary, stream: TextIO) -> None:
     if summary.cached_tokens:
         tokens += f" ({summary.cached_tokens} in from the provider's prompt cache)"
     table.add_row("tokens in / out", tokens)
-    for label, text in cost_rows(summary):
+    for label, text in [*cost_rows(summary), *bill]:
         table.add_row(Text(label), Text(text))  # Text: model names and task ids are no markup
     table.add_row(
         "task duration p50 / p95",

@@ -28,7 +28,7 @@ from .._writer import AppendOnlyFile
 from ..config import Settings
 from ..engine import AdaptiveRepeats, Benchmark
 from ..engine.backend import Backend
-from ..engine.run_paths import journal_path, new_run_id
+from ..engine.run_paths import new_run_id
 from ..errors import BackendLost, ConfigError, TaskSpecError
 from ..funnel import BatchLane
 from ..runtime import Runtime, set_process_default
@@ -62,6 +62,7 @@ from ._run_dir import (
     say_taken_over,
     write_manifest,
 )
+from ._run_end import say_abandoned, say_not_kept
 from ._run_options import (
     adaptive_line,
     adaptive_rule,
@@ -221,9 +222,10 @@ def _run_and_summarise(
     try:
         if progress.stream_error is not None:
             raise progress.stream_error
-        summary = load_summary(out / "results.jsonl", time.monotonic() - started)
+        loaded = load_summary(out / "results.jsonl", time.monotonic() - started)
+        summary = loaded.summary
         if not args.quiet:
-            print_summary(summary, sys.stdout)
+            print_summary(summary, sys.stdout, loaded.bill_rows)
             if bench.adaptive_outcome is not None:
                 print(adaptive_line(bench.adaptive_outcome))
             print(f"results: {out / 'results.jsonl'}\nevents:  {out / 'events.jsonl'}")
@@ -238,8 +240,8 @@ def _run_and_summarise(
     left = None if total is None or finished is None else total - finished
     stopped = budget_status(bench, out, left, sys.stderr)  # its line, not one per repetition
     errors = error_status(summary, allow_errors=args.allow_errors, stream=sys.stderr)
-    _say_not_kept(progress.store_failures, bench.runtime, out)
-    _say_abandoned(progress.threads_still_running)
+    say_not_kept(progress.store_failures, bench.runtime, out)
+    say_abandoned(progress.threads_still_running)
     return stopped or status or errors
 
 
@@ -363,32 +365,6 @@ def _events_settings(settings: Settings, path: Path) -> Settings:
     return settings.model_copy(
         update={"log_file": str(path), "log_format": "json", "log_level": level}
     )
-
-
-def _say_not_kept(failures: Mapping[str, int], runtime: Runtime, out: Path) -> None:
-    """Answers the disk refused to the cache or the journal: the run is whole, but a second
-    run or a resume pays for them again."""
-    where = {
-        "cache": f"the model-call cache ({runtime.cache.directory if runtime.cache else '?'})",
-        "journal": f"the call journal ({journal_path(out / 'results.jsonl')})",
-    }
-    for store, count in failures.items():
-        print(
-            f"asynceval: warning: {count} answer{'s' if count != 1 else ''} could not be kept in "
-            f"{where.get(store, store)}: the disk refused them; the run's results are whole",
-            file=sys.stderr,
-        )
-
-
-def _say_abandoned(count: int) -> None:
-    if count:
-        print(
-            f"{count} sync thread{'s' if count != 1 else ''} abandoned by task timeouts "
-            f"{'are' if count != 1 else 'is'} still running; exiting without waiting for "
-            f"{'them' if count != 1 else 'it'}",
-            file=sys.stderr,
-        )
-        sys.stderr.flush()
 
 
 @dataclass(frozen=True)

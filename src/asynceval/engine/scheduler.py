@@ -93,9 +93,8 @@ class Run:
         self.runtime = runtime_for(benchmark)
         self.settings = self.runtime.settings
         self._max_cost_given = max_cost_usd  # a resume's new total; else the run's carries on
-        if max_cost_usd is None:
-            max_cost_usd = self.settings.max_cost_usd
-        self.budget = CostBudget(max_cost_usd) if max_cost_usd is not None else None
+        total = self.settings.max_cost_usd if max_cost_usd is None else max_cost_usd
+        self.budget = CostBudget(total) if total is not None else None
         self.cost = Cost()
         self.max_tasks = benchmark.max_concurrent_tasks or self.settings.max_concurrent_tasks
         self.n_tasks = len(tasks) if hasattr(tasks, "__len__") else None  # type: ignore[arg-type]
@@ -205,14 +204,9 @@ class Run:
             return await self._execute_on(controller, started)
 
     async def _execute_on(self, controller: ConcurrencyController, started: float) -> RunReports:
-        settings = self.settings
         where = dict(self._session.description) if self._session is not None else {}
         events.run_started(
-            limits={
-                **settings.limits(),
-                "max_concurrent_llm_calls": controller.limit,
-                "max_cost_usd": float(self.budget.limit) if self.budget is not None else None,
-            },
+            limits=self._limits(controller),
             n_tasks=self.n_tasks,
             max_concurrent_tasks=self.max_tasks,
             n_task_repeats=self.bench.n_task_repeats,
@@ -266,6 +260,13 @@ class Run:
             )
         await self.callbacks.fire("on_run_end", self.bench, self.reports)
         return self.reports
+
+    def _limits(self, controller: ConcurrencyController) -> dict[str, Any]:
+        """The limits `run_started` states: the settings', with the controller's limit and the
+        budget in force (a resumed run's total, which may not be MAX_COST_USD)."""
+        budget = float(self.budget.limit) if self.budget is not None else None
+        limit = controller.limit
+        return {**self.settings.limits(), "max_concurrent_llm_calls": limit, "max_cost_usd": budget}
 
     @property
     def session(self) -> Session | None:

@@ -1,0 +1,62 @@
+"""After a kill -9 and a resume, the run's cost is what was billed: `report`, `report --json`
+and `run_finished` give the sum of `cost_usd` over every segment's `released` events (calls the
+resume replayed from the journal were paid in the killed segment), and each task's cost counts
+its repetition's calls in every segment, so tasks alike cost alike however the kill fell."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Callable
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from asynceval.cli import main
+
+from ..cli._shell import start
+from ._support import events_file, named, released_cost
+
+TURNS = str(Path(__file__).parent.parent / "cli" / "turns_bench.py")
+
+
+def wait_for_released(events: Path, at_least: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if events.exists() and events.read_text().count('"released"') >= at_least:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"fewer than {at_least} calls released in {timeout} s")
+
+
+def test_after_a_kill_and_a_resume_the_report_counts_what_every_segment_paid(
+    tmp_path: Path, sim_server: Callable[..., str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = sim_server("--latency", "0.05")
+    out = tmp_path / "d"
+    args = ("run", TURNS, "--base-url", url, "--model", "asynceval-sim", "--out", "d", "--quiet")
+    run = start(*args, cwd=tmp_path)
+    wait_for_released(out / "events.jsonl", 40)  # 24 agents x 6 calls: some finished, some not
+    run.send_signal(signal.SIGKILL)
+    run.wait()
+    assert main(["run", "--resume", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    events = events_file(out / "events.jsonl")
+    billed = released_cost(events)
+    assert named(events, "journal_hit"), "the resume replayed calls the killed segment paid"
+
+    assert main(["report", str(out), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert Decimal(repr(report["cost_usd"])) == billed
+    assert report["reports_cost_usd"] < report["cost_usd"]  # the replayed calls cost 0 there
+    (last_finished,) = named(events, "run_finished")  # the killed segment wrote none
+    assert Decimal(repr(last_finished["cost_usd"])) == billed
+    # Each task asks six alike questions: its cost is its six calls, wherever they were paid.
+    costs = [task["cost_usd"] for task in report["cost_by_task"]]
+    assert len(costs) == 24 and max(costs) < 1.2 * min(costs), costs
+
+    assert main(["report", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert "in the reports alone" in table
