@@ -442,12 +442,9 @@ def _conclude(check: LogCheck, waits: list[float], helds: list[float]) -> None:
 
 
 def _retry_cause(status: object, error: object) -> str:
-    """A retry's cause as `retries_by_status` counts it: its HTTP status, else what it was
-    without one: `expired` (a batch line its batch left undone), `timeout` (no answer within
-    LLM_CALL_TIMEOUT or LLM_STREAM_IDLE_TIMEOUT), `connection` (no answer at all)."""
+    """A retry's HTTP status, else its cause: expired (a batch line left undone), timeout, connection."""
     if status is not None:
         return str(status)
-    text = str(error or "")
-    if "the batch ended before this request was answered" in text:
+    if "the batch ended before this request was answered" in str(error):
         return "expired"
-    return "timeout" if "TIMEOUT)" in text else "connection"
+    return "timeout" if "TIMEOUT)" in str(error) else "connection"
