@@ -269,12 +269,29 @@ async def test_server_side_context_without_a_context_window_is_refused_naming_th
             {"messages": [{"content": [{"type": "image_url", "image_url": {"url": "https://x"}}]}]},
             "image given by URL",
         ),
+        ({"contents": [{"parts": [{"fileData": {"fileUri": "gs://a"}}]}]}, "fileData"),
+        (
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "tool_result",
+                                "content": [{"type": "image", "source": {"type": "url"}}],
+                            }
+                        ],
+                    }
+                ]
+            },
+            "image given by URL or file",
+        ),
     ],
 )
 def test_what_counts_as_server_side_context(body: dict[str, Any], reason: str) -> None:
     from asynceval.funnel._costing import server_context
 
-    assert reason in (server_context(json.dumps(body).encode(), body) or "")
+    assert reason in (server_context(body) or "")
 
 
 @pytest.mark.parametrize(
@@ -290,7 +307,7 @@ def test_what_counts_as_server_side_context(body: dict[str, Any], reason: str) -
 def test_what_the_body_bounds(body: dict[str, Any]) -> None:
     from asynceval.funnel._costing import server_context
 
-    assert server_context(json.dumps(body).encode(), body) is None
+    assert server_context(body) is None
 
 
 def test_declared_tools_add_an_allowance_to_the_prompt_bound() -> None:

@@ -100,18 +100,8 @@ _CONTEXT_KEYS = (
     ("mcp_servers", "MCP servers"),
     ("container", "a container"),
 )
-_MARKERS: tuple[bytes, ...] = (
-    b'"file_id"',
-    b'"file_url"',
-    b'"fileUri"',
-    b'"file_uri"',
-    b'"image_url"',
-    b'"image"',
-    b'"document"',
-    b'"input_file"',
-    b'"input_image"',
-)
-"""Bytes a body holding a file or an image reference has (a quick look before the walk)."""
+_TURNS = ("messages", "input", "contents")
+"""Where a body holds its prompt's turns: chat, Responses and Anthropic, Gemini."""
 _REFERENCES = ("file_id", "file_url", "fileUri", "file_uri")
 
 
@@ -120,57 +110,66 @@ def model_path(path: str) -> bool:
     return path.rstrip("/").endswith(_MODEL_PATHS)
 
 
-def server_context(content: bytes, body: Mapping[str, Any]) -> str | None:
+def server_context(body: Mapping[str, Any]) -> str | None:
     """Why a request's prompt holds more than its body (in words), or None (see the module)."""
     for key, words in _CONTEXT_KEYS:
         if body.get(key):
             return words
     prompt = body.get("prompt")
-    if isinstance(prompt, Mapping) and prompt.get("id"):
+    if isinstance(prompt, dict) and prompt.get("id"):
         return "a stored prompt (prompt.id)"
     tools = body.get("tools")
     if isinstance(tools, list):
         for tool in tools:
-            if not isinstance(tool, Mapping):
+            if not isinstance(tool, dict):
                 continue
             kind = tool.get("type")
             if kind is None and "name" not in tool and tool.keys() - _GEMINI_CLIENT_TOOLS:
                 return f"the built-in tool {next(iter(tool))!r}"  # Gemini's googleSearch...
             if kind is not None and kind not in _CLIENT_TOOLS:
                 return f"the built-in tool {kind!r}"
-    if any(marker in content for marker in _MARKERS):  # the walk only where it may find one
-        return _reference(body)
+    for key in _TURNS:  # a look at each turn's parts, not at every byte or node of the body
+        turns = body.get(key)
+        if isinstance(turns, list):
+            for turn in turns:
+                if isinstance(turn, dict) and type(turn.get("content")) is not str:
+                    found = _reference(turn) or _parts(turn.get("content"), turn.get("parts"))
+                    if found is not None:
+                        return found
     return None
 
 
-def _reference(node: Any) -> str | None:
-    """A file or an image given by id or URL somewhere in `node`, in words; else None."""
-    if isinstance(node, list):
-        for item in node:
-            found = _reference(item)
-            if found is not None:
-                return found
-        return None
-    if not isinstance(node, Mapping):
-        return None
+def _parts(*lists: Any) -> str | None:
+    """A file or an image given by reference among the parts in `lists` (a tool result's own
+    parts included), in words; else None."""
+    for parts in lists:
+        if not isinstance(parts, list):
+            continue
+        for part in parts:
+            if isinstance(part, dict):
+                found = _reference(part) or _parts(part.get("content"))
+                if found is not None:
+                    return found
+    return None
+
+
+def _reference(part: Mapping[str, Any]) -> str | None:
+    """Whether one part of a prompt is a file or an image given by id or URL, in words."""
     for key in _REFERENCES:
-        if isinstance(node.get(key), str):
+        if isinstance(part.get(key), str):
             return f"a file given by reference ({key})"
-    kind = node.get("type")
+    if isinstance(part.get("fileData") or part.get("file_data"), dict):
+        return "a file given by reference (fileData)"  # Gemini's
+    kind = part.get("type")
     if kind in ("document", "input_file"):
         return f"a file input ({kind}: its pages count as images)"
-    image = node.get("image_url")
-    url = image.get("url") if isinstance(image, Mapping) else image
+    image = part.get("image_url")
+    url = image.get("url") if isinstance(image, dict) else image
     if isinstance(url, str) and not url.startswith("data:"):
         return "an image given by URL"
-    source = node.get("source")
-    if kind == "image" and isinstance(source, Mapping) and source.get("type") != "base64":
+    source = part.get("source")
+    if kind == "image" and isinstance(source, dict) and source.get("type") != "base64":
         return "an image given by URL or file"
-    for value in node.values():
-        if isinstance(value, list | Mapping):
-            found = _reference(value)
-            if found is not None:
-                return found
     return None
 
 
@@ -326,7 +325,9 @@ class Pricing:
         whose cost cannot be bounded is refused with `CostUnbounded`: its model has no price
         (or none is named), or its prompt holds server-side context and its model has no known
         context window."""
-        mapping = body if isinstance(body, Mapping) else {}
+        mapping = (
+            body if isinstance(body, dict) else dict(body) if isinstance(body, Mapping) else {}
+        )
         model = mapping.get("model")
         if not isinstance(model, str):
             if path is None or method.upper() != "POST" or not model_path(path):
@@ -338,7 +339,7 @@ class Pricing:
         budget = current_budget()
         if budget is not None and price is None:
             raise CostUnbounded(_unpriced(model, path))
-        unbounded = server_context(content, mapping) if mapping else None
+        unbounded = server_context(mapping) if mapping else None
         context = None if price is None else price.context_window
         if budget is not None and unbounded is not None and context is None:
             raise CostUnbounded(
@@ -373,7 +374,7 @@ def _output_cap(body: Mapping[str, Any]) -> int | None:
         if type(value) is int and value >= 1:  # below 1 bounds nothing
             return value
     config = body.get("generationConfig") or body.get("generation_config")
-    if isinstance(config, Mapping):
+    if isinstance(config, dict):
         value = config.get("maxOutputTokens", config.get("max_output_tokens"))
         if type(value) is int and value >= 1:
             return value
