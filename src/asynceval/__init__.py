@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 from ._moved import moved_names
 from ._version import __version__
-from .agents import SyncAgent
 from .config import Settings
 from .engine import (
     AdaptiveQueue,
@@ -39,15 +38,16 @@ from .engine import (
     current_context,
 )
 from .errors import AsyncEvalError, LLMCallFailed
-from .evaluation import JudgePanel
 from .events import configure_logging
 from .llm import AnthropicChatModel, ChatModel, Completion, OpenAIChatModel
 from .runtime import Runtime
-from .tools import Tool, ToolExecutor
 
 if TYPE_CHECKING:
+    from .agents import SyncAgent
     from .engine import load_tasks
+    from .evaluation import JudgePanel
     from .interop import http_client, sync_http_client
+    from .tools import Tool, ToolExecutor
 
 
 __all__ = [
@@ -132,8 +132,17 @@ def _default_controller(settings: Settings | None = None) -> Any:
 
 # Root names imported on first use: `asynceval.interop` brings httpx, whose own import brings its
 # command line's rich, click and pygments (a tenth of `import asynceval`); `load_tasks` its
-# file readers.
-_LAZY = {"http_client": "interop", "sync_http_client": "interop", "load_tasks": "engine"}
+# file readers; the judge panel its pydantic models (slow to build); tools and sync agents
+# modules of their own that a benchmark without them never needs.
+_LAZY = {
+    "http_client": "interop",
+    "sync_http_client": "interop",
+    "load_tasks": "engine",
+    "JudgePanel": "evaluation",
+    "Tool": "tools",
+    "ToolExecutor": "tools",
+    "SyncAgent": "agents",
+}
 
 
 def __getattr__(name: str) -> Any:
