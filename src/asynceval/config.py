@@ -100,7 +100,10 @@ class Settings(BaseSettings):
     llm_prices_file: str | None = None
     """A JSON or YAML file of model prices in genai-prices' vocabulary (`{"MODEL": {"input_mtok":
     2.5, "output_mtok": 10, "cache_read_mtok": 1.25}}`, USD per million tokens), ahead of the
-    prices genai-prices bundles; unset = those alone."""
+    prices genai-prices bundles; unset = those alone. An entry may also give the model's
+    `context_window` and `max_output_tokens` (tokens), which bound a call's worst case under a
+    budget (a call whose provider adds context, such as `previous_response_id`, is reserved at
+    its model's context window)."""
     max_cost_usd: float | None = None
     """USD, > 0: the most a run may spend on LLM calls (each call reserves its worst case first;
     a call that would go over is not sent, and the run stops with exit status 3); unset = no

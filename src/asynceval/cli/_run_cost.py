@@ -35,7 +35,9 @@ def add_cost_options(run: argparse.ArgumentParser, *, resumable: bool = False) -
     run.add_argument(
         "--max-cost",
         metavar="USD",
-        help="spend at most USD on LLM calls: each call reserves its worst case first, a call "
+        help="spend at most USD on LLM calls: each call reserves its worst case first (its "
+        "prompt at its body's bytes, or at its model's context window when the provider adds "
+        "context: previous_response_id, files or images by id or URL, built-in tools), a call "
         f"that would go over is not sent, the run stops and exits 3{resume} (default: "
         "MAX_COST_USD, else no budget)",
     )
