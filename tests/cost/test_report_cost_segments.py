@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from asynceval.analysis import summarize
+from asynceval.analysis.cost import Billed, with_bill
 from asynceval.cli import main
 
 from ..cli._shell import start
@@ -60,3 +62,36 @@ def test_after_a_kill_and_a_resume_the_report_counts_what_every_segment_paid(
     assert main(["report", str(out)]) == 0
     table = capsys.readouterr().out
     assert "in the reports alone" in table
+
+
+def _report(task: str, cost: float) -> dict[str, object]:
+    return {
+        "task_id": task,
+        "repeat_idx": 0,
+        "status": "success",
+        "eval": [{"passed": True}],
+        "usage": {"llm_calls": 1, "cost_usd": cost, "unpriced_calls": 0},
+    }
+
+
+def test_a_bill_not_all_of_repetitions_keeps_the_tasks_costs_of_the_reports() -> None:
+    """A provider batch's lines are billed by batch, in no repetition's `released` event: the
+    total is the bill's, and each task keeps its reports' cost (not a share of the bill)."""
+    records = [_report("a", 0.002), _report("b", 0.002)]
+    reports = summarize(records)
+    billed = Billed()
+    for event in (
+        {"event": "run_started", "max_cost_usd": None},
+        {"event": "released", "task_id": "a", "repeat_idx": 0, "cost_usd": 0.001},
+        {"event": "run_started", "max_cost_usd": None, "resumed": True},
+        {"event": "batch_completed", "cost_usd": 0.004},
+    ):
+        billed.feed(event)
+    summary = with_bill(reports, records, billed)
+    assert summary.cost_usd == 0.005
+    assert summary.cost_by_task == reports.cost_by_task
+    # All of it the repetitions': each task's cost is its calls' in every segment.
+    billed.feed({"event": "released", "task_id": "b", "repeat_idx": 0, "cost_usd": 0.004})
+    billed.total -= Decimal("0.004")  # the batch's, as if its lines were released
+    summary = with_bill(reports, records, billed)
+    assert {t["task_id"]: t["cost_usd"] for t in summary.cost_by_task} == {"b": 0.004, "a": 0.001}

@@ -167,11 +167,17 @@ def with_bill(
     file, `read_billed`): the total is what every segment was billed, so calls a resume replayed
     from the journal and calls of repetitions a kill cut short count where they were paid; each
     task's cost and the p50/p95 per repetition sum the `released` events of a repetition in
-    every segment, so identical tasks cost the same however the kills fell. A run of one
-    segment, or without its events file, keeps the reports' sums (`records`: the results
-    file's, for the latest report of each repetition)."""
+    every segment, so identical tasks cost the same however the kills fell (when the whole
+    bill is the repetitions': a provider batch's lines are billed by batch, so a batch-lane
+    run's tasks keep their reports' costs). A run of one segment, or without its events file,
+    keeps the reports' sums (`records`: the results file's, for the latest report of each
+    repetition)."""
     if billed is None or billed.segments < 2 or (not billed.total and summary.cost_usd is None):
         return summary
+    if sum(billed.by_pair.values(), Decimal(0)) != billed.total:
+        # Some of the bill is no repetition's (provider batches' lines, calls from threads of
+        # no repetition): the total is the bill's, each task's cost stays its reports'.
+        return replace(summary, cost_usd=float(billed.total))
     latest: dict[tuple[str, Any], Mapping[str, Any]] = {}
     for record in records:
         if record.get("type") != "header" and record.get("task_id") is not None:
