@@ -205,10 +205,11 @@ def _announced_budget(
     events: Sequence[Mapping[str, Any]], learned: Sequence[Mapping[str, Any]]
 ) -> tuple[int | None, float]:
     """The requests the provider's announced budget holds and its reset, as the sample met
-    them: the sends before the first pause the answers asked for (`endpoint_paused`, reason
-    "announced") and that pause's length; else what the first announcement said was left,
-    plus the request it answered, over the announced rate (a budget the sample did not spend).
-    (None, 0.0) when the provider announced nothing."""
+    them: what the first announcement said was left, plus the request it answered (else the
+    sends before the first pause the answers asked for: `endpoint_paused`, reason "announced",
+    which may count a send or two that raced the pause); the reset is that pause's length, else
+    the budget over the announced rate (a budget the sample did not spend). (None, 0.0) when
+    the provider announced nothing."""
     sends, burst, reset = 0, None, 0.0
     for event in events:
         name = event.get("event")
@@ -222,10 +223,10 @@ def _announced_budget(
     first = learned[0] if learned else {}
     left, rate = first.get("remaining_requests"), first.get("requests_per_minute")
     if isinstance(left, int) and left >= 0:
-        if burst is None and isinstance(rate, int | float) and rate > 0:
-            return left + 1, (left + 1) * 60.0 / float(rate)
         if burst is not None:
-            return max(burst, left + 1), reset
+            return left + 1, reset
+        if isinstance(rate, int | float) and rate > 0:
+            return left + 1, (left + 1) * 60.0 / float(rate)
     return burst, reset
 
 
