@@ -81,6 +81,15 @@ def test_a_plain_resume_goes_on_with_what_is_left_and_starts_nothing_once_spent(
     assert main(["logs", "check", str(out)]) == 0
     lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("budget")]
     assert lines == [f"budget            ${float(first_spent):.6g} of $0.005 over 4 segments: held"]
+    # The report's budget line is against the run's total, over its segments.
+    assert main(["report", str(out), "--json"]) == 0
+    budget_line = json.loads(capsys.readouterr().out)["budget"]
+    assert budget_line == {
+        "usd": float(budget),
+        "spent_usd": float(first_spent),
+        "segments": 4,
+        "exhausted": True,
+    }
 
 
 def test_max_cost_on_a_resume_is_the_run_s_new_total(
