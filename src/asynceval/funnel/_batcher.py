@@ -17,6 +17,13 @@ one batch when:
   goes into a later batch. So an agent's turn waits the quiet period, not the linger, once all
   the agents are waiting, and a lone call is sent after the quiet period.
 
+Under a budget each line reserves its worst case before it is queued (a line waiting for budget
+room is not queued, so it never holds a batch back nor hurries one) and holds it until its batch
+is collected: a batch holds at most what is left of the budget over a line's worst case, which
+the request's max_tokens (or the model's max_output_tokens in its price file) bounds. Lines do
+not wait for their model's first answer as live requests do (`asynceval.funnel._costing`): that
+would be a batch round trip of one line.
+
 Creating a batch is one call of the route's gateway: it holds ONE slot of
 MAX_CONCURRENT_LLM_CALLS (and a turn in the rate windows) while its requests go (OpenAI: the
 file upload, then the batch), retried as any call; the batch then waits at the provider
