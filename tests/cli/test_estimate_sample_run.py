@@ -92,6 +92,20 @@ def test_the_text_output_says_what_the_sample_cost(
     assert f"the sample cost {cost} (in d)" in out, out
 
 
+def test_in_the_batch_lane_the_sample_cost_is_what_its_batches_were_billed(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch's lines hold no slot: what they cost is on `batch_completed`, not `released`."""
+    monkeypatch.setenv("LLM_BATCH_LINGER", "0.1")
+    monkeypatch.setenv("LLM_BATCH_POLL", "0.1")
+    status, found, said = estimate(capsys, ARITHMETIC, "--sample", "6", "--lane", "batch")
+    assert status == 0, said
+    folder = Path(found["run_directory"])
+    completed = [e for e in events_of(folder) if e["event"] == "batch_completed"]
+    assert completed and found["sample_unpriced_calls"] == 0
+    assert found["sample_cost_usd"] == pytest.approx(sum(e["cost_usd"] for e in completed))
+
+
 def test_a_sample_the_budget_cuts_short_is_projected_from_what_finished(
     loopback: Loopback, capsys: pytest.CaptureFixture[str]
 ) -> None:

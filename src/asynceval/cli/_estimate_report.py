@@ -15,8 +15,8 @@ is made from those that finished, and says how many.
 Cost is each report's `usage.cost_usd` (the priced calls' cost, null when none was priced) and
 `usage.unpriced_calls`: calls to a model without a price are never counted as $0; the estimate
 says which model has no price (`usage.by_model`) instead. What the sample itself cost is the sum
-of its `released` events' `cost_usd`: what the provider billed, retries and cut repetitions
-included.
+of its `released` and `batch_completed` events' `cost_usd`: what the provider billed, retries
+and cut repetitions included.
 """
 
 from __future__ import annotations
@@ -170,11 +170,21 @@ def project_sample(out: Path, sample: Sample, seed: int) -> Estimate:
 
 def _spent(events: Sequence[Mapping[str, Any]]) -> tuple[float | None, int]:
     """What the sample's calls cost, as the provider billed them (the `cost_usd` of every
-    `released` event: retries and repetitions the budget cut included; None when no call was
-    priced), and how many calls had no price."""
-    costs = [e.get("cost_usd") for e in events if e.get("event") == "released"]
-    priced = [float(c) for c in costs if isinstance(c, int | float)]
-    return (math.fsum(priced) if priced else None), len(costs) - len(priced)
+    `released` event, and of every `batch_completed` one: a batch's lines hold no slot, so no
+    `released` says what they cost; retries and repetitions the budget cut included; None when
+    no call was priced), and how many calls had no price."""
+    priced: list[float] = []
+    unpriced = 0
+    for event in events:
+        name = event.get("event")
+        if name not in ("released", "batch_completed"):
+            continue
+        cost = event.get("cost_usd")
+        if isinstance(cost, int | float) and not isinstance(cost, bool):
+            priced.append(float(cost))
+        elif event.get("unpriced"):  # a call with no price (a batch's submission has none)
+            unpriced += 1
+    return (math.fsum(priced) if priced else None), unpriced
 
 
 def _limits(header: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> Limits:
