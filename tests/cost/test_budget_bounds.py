@@ -12,6 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import openai
 import pytest
@@ -450,3 +451,39 @@ def test_a_run_whose_first_answer_goes_over_the_budget_says_by_how_much(
     err = capsys.readouterr().err
     assert spent > Decimal("0.001")
     assert f"budget exceeded by ${float(spent - Decimal('0.001')):.6g}" in err, err
+
+
+class StreamThenCall(Benchmark):
+    """Opens a stream (the model's first request), then makes a second call before reading it:
+    the second must not wait for the first's answer, which only its own reading brings."""
+
+    def __init__(self, url: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.url = url
+
+    async def setup_agents(self, agent_data: Any, environment: Any, task: Task, user: Any) -> Any:
+        client: openai.AsyncOpenAI = openai_client(base_url=self.url)
+
+        async def solver(query: str) -> str:
+            messages = [{"role": "user", "content": query}]
+            stream = await client.chat.completions.create(
+                model="asynceval-sim", messages=messages, max_tokens=8, stream=True
+            )
+            other = await client.chat.completions.create(
+                model="asynceval-sim", messages=messages, max_tokens=8
+            )
+            chunks = [chunk async for chunk in stream]
+            return f"{len(chunks)} {other.choices[0].message.content}"
+
+        return [solver], {}
+
+
+async def test_a_stream_read_later_does_not_hold_back_its_readers_next_call(
+    asgi_server: Callable[[Any], int],
+) -> None:
+    """Until a model's first answer, a budget lets one request of it out at a time; a stream
+    stops holding that turn once its caller has it (its reader may be the next caller)."""
+    url = f"http://127.0.0.1:{asgi_server(SimProvider(SimConfig(latency=0.01)))}/v1"
+    with anyio.fail_after(20):
+        reports = await StreamThenCall(url).run(tasks(2), max_cost_usd=1.0)
+    assert {r["status"] for r in reports} == {"success"}
