@@ -65,6 +65,7 @@ ACQUIRED = "acquired"
 RELEASED = "released"
 CANCELLED = "cancelled"
 NO_LLM_CALLS = "no_llm_calls"
+CALLS_OUTSIDE_REPETITIONS = "calls_outside_repetitions"
 STREAM_ABANDONED = "stream_abandoned"
 TOOL_WAVE = "tool_wave"
 RETRY = "retry"
@@ -295,6 +296,22 @@ def no_llm_calls(*, successes: int) -> None:
     """The run's successful repetitions recorded no LLM call: likely calls made around the
     funnel; `advice` says how to send them through it."""
     _write("warning", NO_LLM_CALLS, {"successes": successes, "advice": NO_LLM_CALLS_ADVICE})
+
+
+OUTSIDE_REPETITIONS_ADVICE = (
+    "start such threads with the run's context (asyncio.to_thread, "
+    "or threading.Thread(target=contextvars.copy_context().run, args=(work,)))"
+)
+
+
+def calls_outside_repetitions(*, calls: int, cost_usd: float | None) -> None:
+    """LLM calls of the run came from threads that carry no repetition's context (a
+    `threading.Thread` started by hand, an executor that does not copy the context): each was
+    budgeted against the run's budget and counted at the run level (`calls`, `cost_usd`, in
+    `run_finished`'s cost too), in no repetition's usage; `advice` says how to tie them to
+    their repetitions. Written once, at the run's end, before `run_finished`."""
+    fields = {"calls": calls, "cost_usd": cost_usd, "advice": OUTSIDE_REPETITIONS_ADVICE}
+    _write("warning", CALLS_OUTSIDE_REPETITIONS, fields)
 
 
 def stream_abandoned(*, agent: str | None, dimension: str | None, call_id: str) -> None:

@@ -6,9 +6,11 @@ itself again once none is). Checked from outside: the provider's count of reques
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ from asynceval.sim import SimConfig, SimProvider
 
 from ..conftest import EventLog
 from ._support import events_file, named, released_cost
-from .threads_bench import FAN_OUT, InExecutor, Pool
+from .threads_bench import FAN_OUT, InExecutor, Pool, RawThread
 
 BENCH = str(Path(__file__).parent / "threads_bench.py")
 Loopback = Callable[[SimConfig], tuple[str, SimProvider]]
@@ -172,3 +174,61 @@ async def test_two_runs_at_once_each_count_their_own_repetitions_calls(
         released = named(events, "released")
         assert len(released) == 8 * FAN_OUT
         assert {e["task_id"][0] for e in released} == {prefix}
+
+
+async def test_a_raw_threads_calls_are_the_runs_with_one_warning(
+    tmp_path: Path, loopback: Loopback, event_log: EventLog
+) -> None:
+    """Calls from a `threading.Thread` the agent starts carry no repetition's context: they are
+    the run's. Counted at the run level (one `calls_outside_repetitions` WARNING, the run's
+    cost, no false warning that nothing went through the funnel), and under a budget of half
+    their cost what the provider was sent stays within it."""
+    url, sim = loopback(SimConfig(latency=0.005))
+    settings = Settings(llm_base_url=url, llm_model="asynceval-sim")
+    bench = RawThread(settings=settings, max_concurrent_tasks=4)
+    full = await bench.run(bench.default_tasks())
+    assert {r["status"] for r in full} == {"success"}
+    assert sim.stats()["requests"] == 20
+    (warning,) = event_log.named("calls_outside_repetitions")
+    assert warning["level"] == "WARNING" and warning["calls"] == 20
+    assert "contextvars.copy_context().run" in warning["advice"]
+    assert not event_log.named("no_llm_calls")
+    cost = released_cost(event_log.all())
+    (finished,) = event_log.named("run_finished")
+    assert Decimal(repr(finished["cost_usd"])) == cost == Decimal(repr(warning["cost_usd"]))
+    event_log.stream.truncate(0)
+    event_log.stream.seek(0)
+
+    bench = RawThread(settings=settings, max_concurrent_tasks=4)
+    budget = cost / 2
+    reports = await bench.run(bench.default_tasks(), max_cost_usd=budget)
+    sent = sim.stats()["requests"] - 20
+    assert Counter(r["status"] for r in reports)["budget_exhausted"] >= 1
+    assert 0 < released_cost(event_log.all()) <= budget
+    assert len(event_log.named("released")) == sent
+    (warning,) = event_log.named("calls_outside_repetitions")
+    assert warning["calls"] >= sent  # the refused ones were tried too
+
+
+async def test_with_two_runs_a_raw_threads_call_under_a_budget_is_refused(
+    tmp_path: Path, loopback: Loopback, event_log: EventLog
+) -> None:
+    """Two runs at once, one under a budget: a call from a thread without a run's context
+    cannot be tied to either, so it is not sent (CostUnbounded, one line saying how to carry
+    the context); the runs' own calls go on."""
+    url, _ = loopback(SimConfig(latency=0.005))
+    settings = Settings(llm_base_url=url, llm_model="asynceval-sim")
+    found: dict[str, list[dict[str, Any]]] = {}
+
+    async def one(name: str, bench: Any, **kwargs: Any) -> None:
+        found[name] = await bench.run(bench.default_tasks(), **kwargs)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(one, "raw", RawThread(settings=settings, max_concurrent_tasks=2))
+        pool = Pool(settings=settings, max_concurrent_tasks=2)
+        tg.start_soon(functools.partial(one, "pool", pool, max_cost_usd=1.0))
+    assert [r["usage"]["llm_calls"] for r in found["pool"]] == [FAN_OUT] * 20
+    raw = found["raw"]
+    refused = [r for r in raw if r["status"] != "success"]
+    assert refused, "some raw-thread calls met the budgeted run"
+    assert all("CostUnbounded" in str(r.get("error")) for r in refused)

@@ -13,8 +13,9 @@ other code wrapped `submit` again in the meantime, its wrapper is left in place 
 would drop theirs); ours then only forwards.
 
 Not covered: threads started by hand (`threading.Thread`) and executors whose `submit` does not
-reach `ThreadPoolExecutor.submit`; their calls are tied to the run, not to a repetition (see
-`asynceval.runtime.run_for_thread` and the cost guide).
+reach `ThreadPoolExecutor.submit`. Their sync calls are tied to the run instead (`run_scope`:
+the run's budget, a usage counter of the run's own, its events file; one WARNING at its end),
+when one run is in progress (see `asynceval.runtime._runs` and the cost guide).
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from .. import events
+from ..funnel import UsageCounter, track_usage
+from ..runtime import RunInProgress, run_in_progress
 from .context import current_context
 
 _lock = threading.Lock()
@@ -55,7 +59,7 @@ def executors_carry_context() -> Iterator[None]:
     with _lock:
         if _runs == 0 and not _buried and ThreadPoolExecutor.submit is not _submit:
             _original = ThreadPoolExecutor.submit
-            ThreadPoolExecutor.submit = _submit  # type: ignore[method-assign]
+            ThreadPoolExecutor.submit = _submit  # type: ignore[method-assign,assignment]
         _runs += 1
     try:
         yield
@@ -73,3 +77,34 @@ def executors_carry_context() -> Iterator[None]:
 def carrying() -> bool:
     """Whether `ThreadPoolExecutor.submit` is wrapped now."""
     return ThreadPoolExecutor.submit is _submit
+
+
+class RunScope:
+    """What a run's threads without its context did: the run as the runtime knows it, and the
+    usage of its calls made outside any repetition."""
+
+    __slots__ = ("run", "usage")
+
+    def __init__(self, run_id: str) -> None:
+        self.run = RunInProgress(run_id)
+        self.usage = UsageCounter()
+
+    def warn(self) -> None:
+        """The one WARNING of a run some of whose calls came from threads without a
+        repetition's context (none if none did)."""
+        if self.run.unattributed:
+            usage = self.usage.as_dict()
+            events.calls_outside_repetitions(
+                calls=self.run.unattributed, cost_usd=usage["cost_usd"]
+            )
+
+
+@contextlib.contextmanager
+def run_scope(run_id: str) -> Iterator[RunScope]:
+    """Around a run, inside the scopes it binds (budget, events, runtime): thread pools carry
+    their repetition's context, the run is registered as in progress, and calls of the run made
+    outside any repetition count into the scope's usage."""
+    scope = RunScope(run_id)
+    with executors_carry_context(), track_usage(scope.usage), run_in_progress(scope.run):
+        scope.run.context = contextvars.copy_context()
+        yield scope

@@ -137,8 +137,11 @@ class Repetitions:
             while True:
                 attempt += 1
                 outcome = await self._attempt(unit, timeout, attempt, usage)
-                if usage.budget_refusal is not None:  # whatever the agent made of it
-                    outcome = _out_of_budget(outcome, usage.budget_refusal)
+                # Whatever the agent made of it; a refusal in a thread without the
+                # repetition's context is known by the error it raised.
+                refusal = usage.budget_refusal or _budget_error(outcome.error)
+                if refusal is not None:
+                    outcome = _out_of_budget(outcome, refusal)
                     return _finished(unit, outcome, attempt, usage, started)
                 status = outcome.status
                 if (

@@ -29,8 +29,8 @@ from ..funnel import CallJournal, journal_scope
 from ..limits import ConcurrencyController, CostBudget, budget_scope
 from ..runtime import RunGcThreshold
 from ._adaptive_repeats import AdaptiveRepeats
+from ._executors import RunScope, run_scope
 from ._run_inputs import QueueArg, TaskSource, agent_data_resolver, checked_ids, make_queue
-from ._executors import executors_carry_context
 from ._run_setup import (
     adaptive_schedule,
     check_paths,
@@ -66,6 +66,8 @@ class _TaskState:
 
 class Run:
     """The state of one `Benchmark.run` call."""
+
+    _outside: RunScope | None = None  # what its calls outside any repetition did (run_scope)
 
     def __init__(
         self,
@@ -158,7 +160,7 @@ class Run:
                         RunGcThreshold(self.settings.run_gc_threshold),
                         budget_scope(self.budget),
                         self.trace.scope(self.run_id, runtime.limiter, run_attributes(self)),
-                        executors_carry_context(),  # a user's thread pools: the repetition's
+                        run_scope(self.run_id) as self._outside,  # the user's threads' calls
                     ):
                         return await self._execute(runtime.limiter)
                 except Exception as exc:  # raised as it is, not in the portal's exception group
@@ -237,7 +239,7 @@ class Run:
             if self._session is not None:  # the workers' last events come before run_finished
                 with anyio.CancelScope(shield=True):
                     await self._session.flush_events()
-            duration, cost = time.monotonic() - started, self.cost.fields(self.budget)
+            duration, cost = time.monotonic() - started, self._cost_fields()
             self.trace.finished(self.counts, duration, interrupted, cost)
             events.run_finished(
                 counts=self.counts,
@@ -250,7 +252,7 @@ class Run:
                 **cost,
                 **(self.adaptive.fields(self, interrupted) if self.adaptive else {}),
             )
-            if self.counts["success"] and not self._calls_in_successes:
+            if self.counts["success"] and not (self._calls_in_successes or self._calls_outside):
                 events.no_llm_calls(successes=self.counts["success"])
             events.flush()  # the run's last lines are on disk before on_run_end
         if self.collect and self._results is not None:
@@ -267,6 +269,20 @@ class Run:
         budget = float(self.budget.limit) if self.budget is not None else None
         limit = controller.limit
         return {**self.settings.limits(), "max_concurrent_llm_calls": limit, "max_cost_usd": budget}
+
+    def _cost_fields(self) -> dict[str, Any]:
+        """`run_finished`'s cost fields, the calls no repetition counted included (from threads
+        without a repetition's context, or made outside any), with their WARNING."""
+        outside = self._outside
+        if outside is not None:
+            outside.warn()
+            self.cost.add(outside.usage.as_dict())
+        return self.cost.fields(self.budget)
+
+    @property
+    def _calls_outside(self) -> int:
+        """The run's LLM calls that no repetition counted."""
+        return self._outside.usage.llm_calls if self._outside is not None else 0
 
     @property
     def session(self) -> Session | None:

@@ -32,7 +32,7 @@ from ..errors import (
     ProviderError,
     RateLimited,
 )
-from ..limits import ConcurrencyController, ProviderRates, RateLimiter, RetryPolicy
+from ..limits import ConcurrencyController, ProviderRates, RateLimiter, RetryPolicy, Slot
 from ..telemetry import Telemetry, bound_or, start_call
 from ._call import UNSET as UNSET
 from ._call import Call, call_id, caller, traced
@@ -320,27 +320,19 @@ class Gateway:
         if hedger is not None:
             return await hedger.send(self, attempt, call, estimated_tokens, usage_of, requeue)
         controller, limiter, endpoint = self.controller, self.rate_limiter, self.endpoint
-        costing = call.costing
-        share = None
+        # Before the slot: a request the budget refuses is no LLM call (no queueing, acquired
+        # or released event; not in llm_calls) and waits for budget room holding none.
+        costing, share = call.costing, None
         if costing is not None and costing.budget is not None:
-            # Before the slot: a request the budget refuses is no LLM call (no queueing,
-            # acquired or released event; not in llm_calls) and waits for room holding none.
             share = await reserve_cost(costing, call.usage)
-        slot = controller.slot(
-            agent=call.agent,
-            dimension=call.dimension,
-            call_id=call.call_id,
-            endpoint=endpoint,
-            front=requeue > 0,
-        )
+        slot = self._new_slot(call, requeue)
         try:
             held = scope_if_any()
             if held:  # a stream this scope left unread must not block it: closed if no slot
                 await collect_if_dropped(held, controller, endpoint)
             await slot.__aenter__()
         except BaseException:
-            if share is not None:  # never sent: its reservation back
-                assert costing is not None and costing.budget is not None
+            if share is not None and costing is not None:  # never sent: its reservation back
                 costing.settle(share, Decimal(0))
             raise
         lease = Lease(slot, limiter, call.usage, costing, share)
@@ -368,6 +360,16 @@ class Gateway:
                 usage = None
             call.handed_on = lease.release(usage)
         return result
+
+    def _new_slot(self, call: Call, requeue: int) -> Slot:
+        """A slot for one request of `call`, ahead of later arrivals when it comes back."""
+        return self.controller.slot(
+            agent=call.agent,
+            dimension=call.dimension,
+            call_id=call.call_id,
+            endpoint=self.endpoint,
+            front=requeue > 0,
+        )
 
     async def _request(self, attempt: Attempt[T], lease: Lease, requeue: int) -> T:
         """The provider request under the per-attempt timeout; a 429 decides, while the slot is

@@ -9,7 +9,8 @@ limits; the funnel and every layer above import it.
 Also importable from here, for asynceval's own layers and not a public API: `Bridge`,
 `bridge_scope`, `current_bridge` (the engine's threads), `EndpointKey`, `CachedAnswer`, `Store`,
 `Entry`, `Stats`, `submit`, `spawn` (the funnel), `RunGcThreshold` (runs),
-`set_process_default` (the CLI, tests), and `Prices` / `Price` (what a call costs: DESIGN section
+`set_process_default` (the CLI, tests), `RunInProgress` / `run_in_progress` (a run, for the
+calls of threads that carry no run's context), and `Prices` / `Price` (what a call costs: DESIGN section
 15, being built; not yet used by a run).
 """
 
@@ -21,6 +22,8 @@ from ._bridge import from_thread
 from ._gc import RunGcThreshold as RunGcThreshold
 from ._pools import EndpointKey as EndpointKey
 from ._pools import spawn as spawn
+from ._runs import RunInProgress as RunInProgress
+from ._runs import run_in_progress as run_in_progress
 from ._runtime import Runtime
 from ._runtime import set_process_default as set_process_default
 from ._store import Entry as Entry

@@ -27,6 +27,7 @@ from anyio.from_thread import BlockingPortal
 from .._scoped import Scoped
 from ..errors import RepetitionExpired, RunFinished
 from ._loop_thread import run_in_background_loop
+from ._runs import run_for_thread
 
 T = TypeVar("T")
 
@@ -147,8 +148,9 @@ def from_thread(func: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
     """Run `await func(*args)` on an event loop from sync code and return the result: through
     the repetition's bridge in the engine's threads, through anyio in anyio's worker threads
     (`anyio.to_thread.run_sync`), and on the process's background loop from any other thread
-    (one the user started, or `asyncio.to_thread`'s). Raises RuntimeError on a loop's thread,
-    where a blocking call would stall that loop."""
+    (one the user started, or `asyncio.to_thread`'s): one that carries no run's context while
+    a run is in progress makes it as a call of that run (`asynceval.runtime._runs`). Raises
+    RuntimeError on a loop's thread, where a blocking call would stall that loop."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -165,4 +167,9 @@ def from_thread(func: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
     try:
         return anyio.from_thread.run(func, *args)
     except anyio.NoEventLoopError:
-        return run_in_background_loop(func, *args)
+        pass
+    run = run_for_thread()  # a thread without its run's context: the run's, if one can be told
+    if run is not None:
+        result: T = run.call(run_in_background_loop, func, *args)
+        return result
+    return run_in_background_loop(func, *args)
