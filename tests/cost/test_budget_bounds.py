@@ -195,6 +195,16 @@ async def test_requests_that_are_no_model_call_are_never_refused() -> None:
     assert len(fake.log) == 4
 
 
+async def test_a_count_of_a_prompts_tokens_is_no_model_call(event_log: EventLog) -> None:
+    """Anthropic's messages/count_tokens names a model and bills nothing: under a budget it is
+    sent even for a model without a price, and costs nothing (on 299ac72: refused)."""
+    fake = Fake()
+    body = {"model": "claude-unpriced-zq9", "messages": [{"role": "user", "content": "{query}"}]}
+    reports = await Posts(fake, "messages/count_tokens", body).run(tasks(3), max_cost_usd=0.001)
+    assert {r["status"] for r in reports} == {"success"} and fake.posts == 3
+    assert released_cost(event_log.all()) == 0
+
+
 PREVIOUS = {
     "model": "{model}",
     "previous_response_id": "resp_abc123",

@@ -13,7 +13,8 @@ embeddings, Gemini's and Vertex's `:generateContent`, Bedrock's converse and inv
 runs...). The latter's model is read from its URL where it is there (`models/NAME:generateContent`,
 `model/NAME/converse`, `deployments/NAME/...`), else it is unknown: unpriced, so refused under a
 budget (`CostUnbounded`) and counted as an unpriced call without one. Anything else (a GET, a
-file upload, a batch's creation) is no model call: no costing, never refused.
+file upload, a batch's creation, a count of a prompt's tokens) is no model call: no costing,
+never refused.
 
 The worst case of a request: its prompt bound, plus the output cap it asks for (max_tokens,
 max_completion_tokens, max_output_tokens, Gemini's generationConfig.maxOutputTokens: a whole
@@ -88,6 +89,8 @@ _MODEL_PATHS = (
     ":rawPredict",
     ":streamRawPredict",
 )
+_FREE_PATHS = ("/count_tokens", "/input_tokens", ":countTokens")
+"""Endpoints that take a model and a prompt but bill nothing (they count its tokens)."""
 _URL_MODEL = re.compile(r"/(?:models/([^/:]+):|model/([^/]+)/|deployments/([^/]+)/)")
 _NO_MODEL = "(no model in the request)"
 _CLIENT_TOOLS = frozenset({"function", "custom"})
@@ -328,6 +331,8 @@ class Pricing:
         mapping = (
             body if isinstance(body, dict) else dict(body) if isinstance(body, Mapping) else {}
         )
+        if path is not None and path.endswith(_FREE_PATHS):
+            return None  # a count of a prompt's tokens: free, and answered with no usage
         model = mapping.get("model")
         if not isinstance(model, str):
             if path is None or method.upper() != "POST" or not model_path(path):
