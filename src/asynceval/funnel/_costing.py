@@ -35,11 +35,12 @@ one, for each of the `n` choices a chat completion asks for. The prompt bound:
   (genai-prices', or `context_window` in its LLM_PRICES_FILE entry) is refused with one line
   naming that key.
 
-What still escapes the bound: the requests of a model sent before the first answer showing its
-tokens per byte above 1 (each costs at most what its answer reports beyond its reservation,
-counted as the budget's `overrun`), and an inline image sent to a model that counts an image
-at more tokens than its bytes (OpenAI's mini models): the next requests reserve with the ratio
-learned from it.
+What still escapes the bound: the request of a model sent before its first answer shows its
+tokens per byte (a budget lets one out at a time until then: `Costing.reserve`; in the batch
+lane, the lines of its first batch, which do not wait a batch round trip for it), which costs
+at most what its answer reports beyond its reservation, counted as the budget's `overrun`; and
+an inline image sent to a model that counts an image at more tokens than its bytes (OpenAI's
+mini models): the next requests reserve with the ratio learned from it.
 
 A request sent and never answered (timed out, cancelled, its connection lost) may still be
 billed: it counts at its worst case (`cost_unknown` on its event).
