@@ -25,8 +25,8 @@ def read_manifest(results: Path) -> dict[str, Any] | None:
 
 
 def describe(manifest: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(label, text) lines of what a manifest says: the target, the tasks, the repeats, the
-    model, and the run's segments."""
+    """(label, text) lines of what a manifest says: the target (with its source file's
+    SHA-256 when recorded), the tasks, the repeats, the model, and the run's segments."""
     target = _mapping(manifest.get("target"))
     computes = _mapping(manifest.get("computes"))
     options = _mapping(computes.get("options"))
@@ -34,7 +34,11 @@ def describe(manifest: Mapping[str, Any]) -> list[tuple[str, str]]:
     resolved = _mapping(computes.get("resolved"))
     found = manifest.get("segments")
     segments: list[Any] = found if isinstance(found, list) else []
-    lines = [("target", f"{target.get('spec', '?')} ({target.get('benchmark', '?')})")]
+    text = f"{target.get('spec', '?')} ({target.get('benchmark', '?')})"
+    hashes = _mapping(target.get("sha256"))
+    if len(hashes) == 1:  # the file's SHA-256, which a resume checks
+        text += f", sha256 {str(next(iter(hashes.values())))[:12]}..."
+    lines = [("target", text)]
     if tasks.get("kind") == "default":
         lines.append(("tasks", f"the benchmark's own: {tasks.get('count', '?')}"))
     else:
