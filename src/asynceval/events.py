@@ -307,8 +307,9 @@ OUTSIDE_REPETITIONS_ADVICE = (
 def calls_outside_repetitions(*, calls: int, cost_usd: float | None) -> None:
     """LLM calls of the run came from threads that carry no repetition's context (a
     `threading.Thread` started by hand, an executor that does not copy the context): each was
-    budgeted against the run's budget and counted at the run level (`calls`, `cost_usd`, in
-    `run_finished`'s cost too), in no repetition's usage; `advice` says how to tie them to
+    budgeted against the run's budget and counted at the run level (`calls`: the run's calls
+    no repetition counted, and their `cost_usd`, in `run_finished`'s cost too), in no
+    repetition's usage; `advice` says how to tie them to
     their repetitions. Written once, at the run's end, before `run_finished`."""
     fields = {"calls": calls, "cost_usd": cost_usd, "advice": OUTSIDE_REPETITIONS_ADVICE}
     _write("warning", CALLS_OUTSIDE_REPETITIONS, fields)

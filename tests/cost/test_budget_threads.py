@@ -207,7 +207,28 @@ async def test_a_raw_threads_calls_are_the_runs_with_one_warning(
     assert 0 < released_cost(event_log.all()) <= budget
     assert len(event_log.named("released")) == sent
     (warning,) = event_log.named("calls_outside_repetitions")
-    assert warning["calls"] >= sent  # the refused ones were tried too
+    assert warning["calls"] == sent
+
+
+def test_the_command_line_counts_a_raw_threads_calls_in_the_summary(
+    tmp_path: Path, sim_server: Callable[..., str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`asynceval run` of an agent calling from its own `threading.Thread` under --max-cost: the
+    budget holds (exit 3), the summary's "LLM calls" is what the provider received, and one
+    warning line says the calls were the run's and how to make them the repetitions'."""
+    url = sim_server("--latency", "0.005")
+    out = tmp_path / "raw"
+    run = ["run", f"{BENCH}:RawThread", "--base-url", url, "--model", "asynceval-sim"]
+    assert main([*run, "--out", str(out), "--max-cost", "0.0008"]) == 3
+    printed = capsys.readouterr()
+    sent = requests(url)
+    events = events_file(out / "events.jsonl")
+    assert 0 < released_cost(events) <= Decimal("0.0008")
+    assert 0 < sent == len(named(events, "released")) < 20
+    assert summary_calls(printed.out) == f"{sent} / 0"
+    assert "no LLM call went through" not in printed.out + printed.err
+    lines = [line for line in printed.err.splitlines() if "no repetition's context" in line]
+    assert len(lines) == 1 and lines[0].startswith(f"asynceval: warning: {sent} LLM calls")
 
 
 async def test_with_two_runs_a_raw_threads_call_under_a_budget_is_refused(

@@ -75,6 +75,8 @@ class Progress:
         self._finish_by: float | None = None  # when the last estimate said the run would end
         self.threads_still_running = 0
         self.store_failures: dict[str, int] = {}  # what the disk refused to keep
+        # The calls (and their cost) no repetition counted: `calls_outside_repetitions`.
+        self.outside: tuple[int, float | None] | None = None
         self.scored = 0
         self.passed = 0.0
         self.over_tasks = over_tasks
@@ -127,6 +129,10 @@ class Progress:
             self.retries += 1
         elif event == "timeout":
             self.timeouts += 1
+        elif event == "calls_outside_repetitions":
+            cost = fields.get("cost_usd")
+            priced = float(cost) if isinstance(cost, int | float) else None
+            self.outside = (int(fields.get("calls") or 0), priced)
         elif event == "run_finished":
             self.threads_still_running = int(fields.get("threads_still_running") or 0)
             failures = fields.get("store_failures")

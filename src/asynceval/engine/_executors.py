@@ -94,9 +94,7 @@ class RunScope:
         repetition's context (none if none did)."""
         if self.run.unattributed:
             usage = self.usage.as_dict()
-            events.calls_outside_repetitions(
-                calls=self.run.unattributed, cost_usd=usage["cost_usd"]
-            )
+            events.calls_outside_repetitions(calls=usage["llm_calls"], cost_usd=usage["cost_usd"])
 
 
 @contextlib.contextmanager
