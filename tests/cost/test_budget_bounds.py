@@ -174,8 +174,9 @@ async def test_a_gemini_answer_is_priced_from_its_usage_metadata(event_log: Even
 
 
 async def test_requests_that_are_no_model_call_are_never_refused() -> None:
-    """A GET (the model list) and a POST to a path that is no model endpoint (a file upload)
-    through the funnel under a budget: sent, not refused."""
+    """A GET (the model list), a POST to a path that is no model endpoint (a file upload) and
+    a tool's POST to a site's `/api/messages` that holds no prompt, through the funnel under a
+    budget: sent, not refused."""
     fake = Fake()
 
     class Other(Posts):
@@ -186,13 +187,15 @@ async def test_requests_that_are_no_model_call_are_never_refused() -> None:
                 (await client.get(f"{BASE}/models")).raise_for_status()
                 files = {"file": ("a.jsonl", b"{}\n")}
                 (await client.post(f"{BASE}/files", files=files)).raise_for_status()
+                tool = await client.post("http://chat.test/api/messages", json={"text": query})
+                tool.raise_for_status()  # an agent's tool posting to some site: no prompt
                 return "42"
 
             return [solver], {}
 
     reports = await Other(fake, "", {}).run(tasks(2), max_cost_usd=0.001)
     assert {r["status"] for r in reports} == {"success"}
-    assert len(fake.log) == 4
+    assert len(fake.log) == 6
 
 
 async def test_a_count_of_a_prompts_tokens_is_no_model_call(event_log: EventLog) -> None:

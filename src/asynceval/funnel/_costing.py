@@ -8,9 +8,9 @@ worst case against the budget before it is sent and is priced from the usage its
 when its lease is released, onto its `released` event and the repetition's usage.
 
 Which requests are model calls: a JSON body naming its `model`, or a POST to a model endpoint
-whose body does not (`model_path`: chat/completions, completions, responses, messages,
-embeddings, Gemini's and Vertex's `:generateContent`, Bedrock's converse and invoke, thread
-runs...). The latter's model is read from its URL where it is there (`models/NAME:generateContent`,
+of a body holding a prompt but no model (`model_path`: chat/completions, completions, responses,
+messages, embeddings, Gemini's and Vertex's `:generateContent`, Bedrock's converse and invoke,
+thread runs...). The latter's model is read from its URL where it is there (`models/NAME:generateContent`,
 `model/NAME/converse`, `deployments/NAME/...`), else it is unknown: unpriced, so refused under a
 budget (`CostUnbounded`) and counted as an unpriced call without one. Anything else (a GET, a
 file upload, a batch's creation, a count of a prompt's tokens) is no model call: no costing,
@@ -77,7 +77,6 @@ _MODEL_PATHS = (
     "/responses",
     "/messages",
     "/embeddings",
-    "/runs",
     "/converse",
     "/converse-stream",
     "/invoke",
@@ -90,6 +89,9 @@ _MODEL_PATHS = (
     ":rawPredict",
     ":streamRawPredict",
 )
+_PROMPTS = ("messages", "contents", "input", "prompt", "instances", "inputText", "inputs")
+"""The keys of a body that holds a prompt (chat, Gemini, Responses and embeddings, completions,
+Vertex's predict, Bedrock's invoke)."""
 _FREE_PATHS = ("/count_tokens", "/input_tokens", ":countTokens")
 """Endpoints that take a model and a prompt but bill nothing (they count its tokens)."""
 _URL_MODEL = re.compile(r"/(?:models/([^/:]+):|model/([^/]+)/|deployments/([^/]+)/)")
@@ -109,9 +111,14 @@ _TURNS = ("messages", "input", "contents")
 _REFERENCES = ("file_id", "file_url", "fileUri", "file_uri")
 
 
-def model_path(path: str) -> bool:
-    """Whether a POST to `path` is a model call whatever its body (see the module)."""
-    return path.rstrip("/").endswith(_MODEL_PATHS)
+def model_path(path: str, body: Mapping[str, Any]) -> bool:
+    """Whether a POST of `body` (which names no model) to `path` is a model call: a model
+    endpoint's path, and a body holding a prompt (a tool's POST to some site's `/messages` is
+    none)."""
+    path = path.rstrip("/")
+    if path.endswith("/runs"):
+        return "/threads/" in path and "assistant_id" in body  # OpenAI's thread runs
+    return path.endswith(_MODEL_PATHS) and any(key in body for key in _PROMPTS)
 
 
 def server_context(body: Mapping[str, Any]) -> str | None:
@@ -336,7 +343,7 @@ class Pricing:
             return None  # a count of a prompt's tokens: free, and answered with no usage
         model = mapping.get("model")
         if not isinstance(model, str):
-            if path is None or method.upper() != "POST" or not model_path(path):
+            if path is None or method.upper() != "POST" or not model_path(path, mapping):
                 return None
             found = _URL_MODEL.search(path)
             model = next((name for name in found.groups() if name), _NO_MODEL) if found else None
