@@ -464,6 +464,9 @@ def test_a_run_whose_first_answer_goes_over_the_budget_says_by_how_much(
     err = capsys.readouterr().err
     assert spent > Decimal("0.001")
     assert f"budget exceeded by ${float(spent - Decimal('0.001')):.6g}" in err, err
+    assert main(["logs", "check", str(out)]) != 0
+    checked = capsys.readouterr().out
+    assert f"EXCEEDED by ${float(spent - Decimal('0.001')):.6g}" in checked, checked
 
 
 class StreamThenCall(Benchmark):

@@ -116,6 +116,8 @@ def _print_spend(check: LogCheck) -> None:
         count = len(segments)
         which = f" over {count} segments" if count > 1 else ""
         spent = segments[-1].get("spent_usd") or 0.0
+        if over and count == 1:  # answers beyond their requests' bounds: by how much
+            verdict += f" by ${spent - last['budget_usd']:.6g}"
         print(f"budget            ${spent:.6g} of ${last['budget_usd']:.6g}{which}: {verdict}")
 
 
