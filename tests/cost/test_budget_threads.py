@@ -229,6 +229,8 @@ def test_the_command_line_counts_a_raw_threads_calls_in_the_summary(
     assert "no LLM call went through" not in printed.out + printed.err
     lines = [line for line in printed.err.splitlines() if "no repetition's context" in line]
     assert len(lines) == 1 and lines[0].startswith(f"asynceval: warning: {sent} LLM calls")
+    assert main(["report", str(out)]) == 0  # the report says what the run's summary said
+    assert summary_calls(capsys.readouterr().out) == f"{sent} / 0"
 
 
 async def test_with_two_runs_a_raw_threads_call_under_a_budget_is_refused(

@@ -100,9 +100,19 @@ class Billed:
     every `batch_completed` one's), `by_pair` (the `released` costs of each (task_id,
     repeat_idx): a repetition's calls in every segment, those a resume replayed from the
     journal included, where they were paid), `segments`, and the run's budget as its latest
-    segment had it (`budget`, `budget_exhausted`)."""
+    segment had it (`budget`, `budget_exhausted`); `outside_calls` and `outside_cost`: the
+    calls no repetition counted (from threads without a repetition's context), every segment's
+    `calls_outside_repetitions`."""
 
-    __slots__ = ("budget", "budget_exhausted", "by_pair", "segments", "total")
+    __slots__ = (
+        "budget",
+        "budget_exhausted",
+        "by_pair",
+        "outside_calls",
+        "outside_cost",
+        "segments",
+        "total",
+    )
 
     def __init__(self) -> None:
         self.total = Decimal(0)
@@ -110,6 +120,8 @@ class Billed:
         self.segments = 0
         self.budget: Decimal | None = None
         self.budget_exhausted = False
+        self.outside_calls = 0
+        self.outside_cost: Decimal | None = None
 
     def feed(self, event: dict[str, Any]) -> None:
         name = event.get("event")
@@ -128,9 +140,20 @@ class Billed:
         elif name == "run_finished":
             self.budget = _exact(event.get("budget_usd")) or self.budget
             self.budget_exhausted = bool(event.get("budget_exhausted"))
+        elif name == "calls_outside_repetitions":
+            calls, cost = event.get("calls"), _exact(event.get("cost_usd"))
+            self.outside_calls += calls if isinstance(calls, int) else 0
+            if cost is not None:
+                self.outside_cost = cost + (self.outside_cost or 0)
 
 
-_BILLED_EVENTS = ("released", "batch_completed", "run_started", "run_finished")
+_BILLED_EVENTS = (
+    "released",
+    "batch_completed",
+    "run_started",
+    "run_finished",
+    "calls_outside_repetitions",
+)
 
 
 def read_billed(path: Path) -> Billed | None:

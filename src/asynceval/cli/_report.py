@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -21,6 +21,7 @@ from rich.text import Text
 from .. import _event_output
 from ..analysis import Summary, summarize
 from ..analysis.cost import (
+    Billed,
     bill_json,
     bill_rows,
     budget_rows,
@@ -202,11 +203,24 @@ def load_summary(
     reports = summarize(records, wall_s=wall_s, reducers=reducers)
     reports.damaged_lines = damaged  # e.g. a line cut short by a kill
     billed = read_billed(Path(_event_output.events_path_for(path)))
+    summary = with_bill(reports, records, billed)
     return Loaded(
-        with_bill(reports, records, billed),
+        _with_outside(summary, billed, summary is reports),
         bill_rows(reports, billed),
         bill_json(reports, billed),
     )
+
+
+def _with_outside(summary: Summary, billed: Billed | None, reports_cost: bool) -> Summary:
+    """`summary` with the calls no repetition counted (from threads without a repetition's
+    context: `calls_outside_repetitions`) in its LLM calls, and in its cost when that is the
+    reports' sum (`reports_cost`; a bill's total has them already)."""
+    if billed is None or not billed.outside_calls:
+        return summary
+    cost = summary.cost_usd
+    if reports_cost and billed.outside_cost is not None:
+        cost = (cost or 0.0) + float(billed.outside_cost)
+    return replace(summary, llm_calls=summary.llm_calls + billed.outside_calls, cost_usd=cost)
 
 
 def report_command(args: argparse.Namespace) -> int:

@@ -62,7 +62,7 @@ from ._run_dir import (
     say_taken_over,
     write_manifest,
 )
-from ._run_end import count_outside, say_abandoned, say_not_kept, say_outside
+from ._run_end import say_abandoned, say_not_kept, say_outside
 from ._run_options import (
     adaptive_line,
     adaptive_rule,
@@ -223,7 +223,7 @@ def _run_and_summarise(
         if progress.stream_error is not None:
             raise progress.stream_error
         loaded = load_summary(out / "results.jsonl", time.monotonic() - started)
-        summary = count_outside(loaded.summary, progress.outside)
+        summary = loaded.summary
         if not args.quiet:
             print_summary(summary, sys.stdout, loaded.bill_rows)
             if bench.adaptive_outcome is not None:

@@ -1,7 +1,7 @@
 """What `asynceval run` says on stderr once its summary is out: answers the disk refused to keep
 (the model-call cache's or the call journal's: the run is whole, a later run pays for them
 again), sync threads abandoned by task timeouts that are still running as it exits, and LLM calls
-from threads that carried no repetition's context (counted for the run, in its summary too)."""
+from threads that carried no repetition's context (counted for the run: its summary has them)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..analysis import Summary
 from ..engine.run_paths import journal_path
 from ..events import OUTSIDE_REPETITIONS_ADVICE
 from ..runtime import Runtime
@@ -41,17 +40,6 @@ def say_abandoned(count: int) -> None:
             file=sys.stderr,
         )
         sys.stderr.flush()
-
-
-def count_outside(summary: Summary, outside: tuple[int, float | None] | None) -> Summary:
-    """`summary` with the run's calls that no repetition counted (`calls_outside_repetitions`:
-    from threads without a repetition's context) in its LLM calls and its cost."""
-    if outside is not None:
-        calls, cost = outside
-        summary.llm_calls += calls
-        if cost is not None:
-            summary.cost_usd = (summary.cost_usd or 0.0) + cost
-    return summary
 
 
 def say_outside(outside: tuple[int, float | None] | None) -> None:
