@@ -32,7 +32,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 from .. import events
 from ..config import Settings
 from ..engine.repetition import Repetitions, Unit
-from ..engine.threads import ThreadRunner, threads_scope
+from ..engine.threads import ThreadRunner, executors_carry_context, threads_scope
 from ..errors import RunFinished
 from ..funnel import BatchLane
 from ..limits import budget_scope
@@ -250,14 +250,16 @@ class _WorkerRun:
         return self
 
     async def _hold_portal(self, ready: anyio.Event) -> None:
-        """The run's portal for sync code, entered and left in this one task."""
+        """The run's portal for sync code, entered and left in this one task; while it is open,
+        a thread pool a repetition's code submits to carries its context (as on the caller)."""
         try:
-            async with BlockingPortal() as portal:
-                self.repetitions.portal = portal
-                ready.set()
-                await self._stop.wait()
-                self.repetitions.run_over.set()
-                await portal.stop(cancel_remaining=True)
+            with executors_carry_context():
+                async with BlockingPortal() as portal:
+                    self.repetitions.portal = portal
+                    ready.set()
+                    await self._stop.wait()
+                    self.repetitions.run_over.set()
+                    await portal.stop(cancel_remaining=True)
         finally:
             ready.set()
             self._stopped.set()

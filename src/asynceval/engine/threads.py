@@ -34,6 +34,7 @@ import anyio.to_thread
 from anyio.lowlevel import EventLoopToken
 
 from ..runtime import current_bridge
+from ._executors import executors_carry_context as executors_carry_context
 
 T = TypeVar("T")
 
