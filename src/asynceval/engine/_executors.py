@@ -104,5 +104,4 @@ def run_scope(run_id: str) -> Iterator[RunScope]:
     outside any repetition count into the scope's usage."""
     scope = RunScope(run_id)
     with executors_carry_context(), track_usage(scope.usage), run_in_progress(scope.run):
-        scope.run.context = contextvars.copy_context()
         yield scope

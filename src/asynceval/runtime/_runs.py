@@ -38,8 +38,9 @@ T = TypeVar("T")
 
 
 class RunInProgress:
-    """One run while it goes on: its id, a copy of its context (set once its scopes are bound)
-    and how many calls from threads without its context it made (`unattributed`)."""
+    """One run while it goes on: its id, a copy of its context (`run_in_progress` takes it,
+    inside the scopes the run binds) and how many calls from threads without its context it
+    made (`unattributed`)."""
 
     __slots__ = ("_lock", "context", "run_id", "unattributed")
 
@@ -70,8 +71,10 @@ _lock = threading.Lock()
 
 @contextlib.contextmanager
 def run_in_progress(run: RunInProgress) -> Iterator[RunInProgress]:
-    """While in it, `run` is this context's run and is registered as in progress."""
+    """While in it, `run` is this context's run and is registered as in progress, with a copy
+    of this context (taken before it is registered) for the calls that come without one."""
     token = _current.set(run)
+    run.context = contextvars.copy_context()
     with _lock:
         _runs.append(run)
     try:
