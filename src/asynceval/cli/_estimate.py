@@ -132,7 +132,8 @@ def _one_line_error(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
-def estimate_command(args: argparse.Namespace) -> int:
+def _check_options(args: argparse.Namespace) -> tuple[int, int]:
+    """(sample size, seed) of valid options; the options an estimate cannot take, one line."""
     size, seed = _sample_options(args)
     parse_repeats(args)
     parse_max_cost(args)
@@ -148,6 +149,11 @@ def estimate_command(args: argparse.Namespace) -> int:
             "do not depend on where repetitions run)"
         )
     _check_out(args.out)
+    return size, seed
+
+
+def estimate_command(args: argparse.Namespace) -> int:
+    size, seed = _check_options(args)
     bench, tasks = _prepare(args)
     _check_prices(bench)
     try:

@@ -112,13 +112,7 @@ def project_sample(out: Path, sample: Sample, seed: int) -> Estimate:
     usage = [r.get("usage") or {} for r in reports]
     population = sample.population
     limits = _limits(header, events)
-    size_of = {task.id: query_size(task) for task in sample.tasks}
-    sizes = QuerySizes(
-        [size_of.get(str(r.get("task_id")), 1.0) for r in reports],
-        sample.sizes.total * sample.repeats,
-        sample.sizes.least,
-        sample.sizes.most,
-    )
+    sizes = _sizes(sample, reports)
 
     def total(name: str, by_size: bool = True) -> Total:
         return project(
@@ -131,16 +125,7 @@ def project_sample(out: Path, sample: Sample, seed: int) -> Estimate:
         )
         for r, u in zip(reports, usage, strict=True)
     }
-    finished = [e for e in events if e.get("event") == "run_finished"]
-    measured_wall = float(finished[-1].get("duration_s") or 0.0) if finished else None
-    if len(reports) >= population and measured_wall is not None:  # the sample is the run
-        spread = MODEL_ERROR * measured_wall  # what a second run would vary by, not sampling
-        wall = Total(measured_wall, measured_wall - spread, measured_wall + spread)
-    else:
-        found = measure(events, tokens, limits.llm_calls)
-        overhead = run_overhead(events) + found.stall_s
-        projection = wall_time(found, population, limits, overhead, seed)
-        wall = Total(projection.estimate, projection.low, projection.high)
+    wall, measured_wall = _wall(events, tokens, len(reports), population, limits, seed)
     calls, sent = sum(float(u.get("llm_calls") or 0) for u in usage), sum(tokens.values())
     rpm, tpm = limits.requests_per_minute, limits.tokens_per_minute
     paced = (rpm is not None and calls > rpm) or (tpm is not None and sent > tpm)
@@ -166,6 +151,38 @@ def project_sample(out: Path, sample: Sample, seed: int) -> Estimate:
         sample_unpriced_calls=unpriced,
         directory=str(out),
     )
+
+
+def _sizes(sample: Sample, reports: Sequence[Mapping[str, Any]]) -> QuerySizes:
+    """The query sizes of the sampled reports' tasks, against the whole run's."""
+    size_of = {task.id: query_size(task) for task in sample.tasks}
+    return QuerySizes(
+        [size_of.get(str(r.get("task_id")), 1.0) for r in reports],
+        sample.sizes.total * sample.repeats,
+        sample.sizes.least,
+        sample.sizes.most,
+    )
+
+
+def _wall(
+    events: Sequence[Mapping[str, Any]],
+    tokens: Mapping[tuple[str, int], float],
+    sampled: int,
+    population: int,
+    limits: Limits,
+    seed: int,
+) -> tuple[Total, float | None]:
+    """(The run's projected wall time, the sample's own): measured when the sample is the
+    whole run, else replayed at the run's limits."""
+    finished = [e for e in events if e.get("event") == "run_finished"]
+    measured = float(finished[-1].get("duration_s") or 0.0) if finished else None
+    if sampled >= population and measured is not None:  # the sample is the run
+        spread = MODEL_ERROR * measured  # what a second run would vary by, not sampling
+        return Total(measured, measured - spread, measured + spread), measured
+    found = measure(events, tokens, limits.llm_calls)
+    overhead = run_overhead(events) + found.stall_s
+    projection = wall_time(found, population, limits, overhead, seed)
+    return Total(projection.estimate, projection.low, projection.high), measured
 
 
 def _spent(events: Sequence[Mapping[str, Any]]) -> tuple[float | None, int]:
