@@ -93,6 +93,8 @@ def test_the_fast_encoder_gives_the_standard_text_and_errors() -> None:
         value["c"] = "fixed"  # repr of an object differs run to run; keep the text stable
         assert fast(value) == slow(value)
         assert fast([1, "x"]) == slow([1, "x"])  # not a dict: the standard method itself
+    body = {"z": 0, "messages": [{"role": "user", "content": "é"}], "a": {"y": None, "b": 1.5}}
+    assert encoder(sort_keys=True)(body) == json.dumps(body, sort_keys=True)  # a call's key
     cycle: dict[str, Any] = {}
     cycle["me"] = cycle
     with pytest.raises(ValueError, match="Circular"):

@@ -27,11 +27,15 @@ def encoder(
     default: Callable[[Any], Any] | None = None,
     ensure_ascii: bool = True,
     allow_nan: bool = True,
+    sort_keys: bool = False,
 ) -> Callable[[Any], str]:
-    """`json.JSONEncoder(default=..., ensure_ascii=..., allow_nan=...).encode` for dicts, without
-    its per-call set-up (anything else goes through that method itself). Circular structures
-    raise ValueError as there; without `default`, a value JSON cannot hold raises TypeError."""
-    standard = json.JSONEncoder(default=default, ensure_ascii=ensure_ascii, allow_nan=allow_nan)
+    """`json.JSONEncoder(default=..., ensure_ascii=..., allow_nan=..., sort_keys=...).encode`
+    for dicts, without its per-call set-up (anything else goes through that method itself).
+    Circular structures raise ValueError as there; without `default`, a value JSON cannot hold
+    raises TypeError."""
+    standard = json.JSONEncoder(
+        default=default, ensure_ascii=ensure_ascii, allow_nan=allow_nan, sort_keys=sort_keys
+    )
     slow, default = standard.encode, standard.default
     make = _c_make_encoder
     if make is None:  # pragma: no cover (CPython has it; other interpreters may not)
@@ -42,7 +46,7 @@ def encoder(
         if type(value) is not dict:
             return slow(value)
         return "".join(
-            make({}, default, strings, None, ": ", ", ", False, False, allow_nan)(value, 0)
+            make({}, default, strings, None, ": ", ", ", sort_keys, False, allow_nan)(value, 0)
         )
 
     return encode

@@ -19,10 +19,10 @@ per API base URL (`endpoint_of`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._jsonfast import encoder
 from ..errors import ProviderError
 from ..runtime import CachedAnswer, EndpointKey, Price, Runtime
 from ..telemetry import current_telemetry
@@ -58,8 +58,8 @@ _API_SEGMENTS = frozenset(
     }
 )  # fmt: skip
 """Path segments that name an API resource: what comes before the first is the API's base."""
-_canonical = json.JSONEncoder(sort_keys=True).encode
-"""`json.dumps(body, sort_keys=True)`, its encoder made once."""
+_canonical = encoder(sort_keys=True)
+"""`json.dumps(body, sort_keys=True)`, without its per-call set-up (`asynceval._jsonfast`)."""
 
 
 def origin_of(url: httpx.URL) -> str:
