@@ -63,6 +63,26 @@ def test_after_a_kill_and_a_resume_the_report_counts_what_every_segment_paid(
     table = capsys.readouterr().out
     assert "in the reports alone" in table
 
+    # compare pairs the resumed run's repetitions at what they were billed: against a run of
+    # the same tasks that was never killed, the two cost alike (it showed the resumed one
+    # cheaper by what the journal replayed).
+    whole = (
+        "run",
+        TURNS,
+        "--base-url",
+        url,
+        "--model",
+        "asynceval-sim",
+        "--out",
+        str(tmp_path / "e"),
+    )
+    assert main([*whole, "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "e"), str(out), "--json"]) == 0
+    cost = json.loads(capsys.readouterr().out)["cost"]
+    assert cost["b"] == pytest.approx(float(billed), rel=1e-9)
+    assert cost["pairs"] == 24 and abs(cost["mean_difference"]) < 0.1 * cost["mean_a"], cost
+
 
 def _report(task: str, cost: float) -> dict[str, object]:
     return {

@@ -211,6 +211,33 @@ def with_bill(
     )
 
 
+def billed_records(records: list[dict[str, Any]], billed: Billed | None) -> list[dict[str, Any]]:
+    """`records` (a results file's) with each report's `usage.cost_usd` what its repetition
+    was billed over every segment (`billed`, as `with_bill` takes it), so that `compare` pairs
+    a resumed run's repetitions at what they cost, journal replays and killed attempts
+    included (on a repetition's latest report; its earlier ones at 0, so the reports add up to
+    the bill); the records as they are for a run of one segment, without its events file, or
+    whose bill is not all the repetitions'."""
+    if billed is None or billed.segments < 2:
+        return records
+    if sum(billed.by_pair.values(), Decimal(0)) != billed.total:
+        return records
+    last: dict[tuple[str, int], int] = {}  # each repetition's latest report carries its bill
+    for index, record in enumerate(records):
+        task, repeat = record.get("task_id"), record.get("repeat_idx")
+        if isinstance(task, str) and isinstance(repeat, int):
+            last[(task, repeat)] = index
+    kept = []
+    for index, record in enumerate(records):
+        task, repeat = record.get("task_id"), record.get("repeat_idx")
+        pair = (task, repeat) if isinstance(task, str) and isinstance(repeat, int) else None
+        if pair in billed.by_pair and isinstance(record.get("usage"), dict):
+            paid = float(billed.by_pair[pair]) if last[pair] == index else 0.0
+            record = {**record, "usage": {**record["usage"], "cost_usd": paid}}
+        kept.append(record)
+    return kept
+
+
 def bill_rows(reports: Summary, billed: Billed | None) -> list[tuple[str, str]]:
     """(label, text) lines of what the bill says beside the reports (`reports`: the summary
     of the reports alone): their sum when a resumed run's bill differs from it, and the budget

@@ -12,8 +12,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from .._event_output import events_path_for
 from ..analysis.compare import Comparison, NotComparable, PairId, check_comparable, compare_runs
-from ..analysis.cost import budget_rows, comparison_rows, total_text
+from ..analysis.cost import billed_records, budget_rows, comparison_rows, read_billed, total_text
 from ..analysis.summary import Summary
 from ._errors import CLIError
 from ._files import check_results, is_header, is_report
@@ -71,11 +72,14 @@ def compare_command(args: argparse.Namespace) -> int:
 
 def _results(path: Path) -> tuple[list[dict[str, Any]], int]:
     """(headers and reports, damaged lines) of a results file: a file that is none is a
-    CLIError; a line of JSON that is neither a header nor a report counts as damaged."""
+    CLIError; a line of JSON that is neither a header nor a report counts as damaged; a
+    resumed run's reports at their repetitions' bill (`billed_records`)."""
     records, damaged = load_records(path)
     check_results(path, records)
     kept = [record for record in records if is_header(record) or is_report(record)]
-    return kept, damaged + len(records) - len(kept)
+    # A resumed run's repetitions cost what their events say every segment paid for them.
+    billed = read_billed(Path(events_path_for(path)))
+    return billed_records(kept, billed), damaged + len(records) - len(kept)
 
 
 def _pass_rate(summary: Summary) -> str:
