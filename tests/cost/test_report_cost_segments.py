@@ -16,6 +16,7 @@ import pytest
 
 from asynceval.analysis import summarize
 from asynceval.analysis.cost import Billed, with_bill
+from asynceval.analysis.view import view_data
 from asynceval.cli import main
 
 from ..cli._shell import start
@@ -82,6 +83,10 @@ def test_after_a_kill_and_a_resume_the_report_counts_what_every_segment_paid(
     cost = json.loads(capsys.readouterr().out)["cost"]
     assert cost["b"] == pytest.approx(float(billed), rel=1e-9)
     assert cost["pairs"] == 24 and abs(cost["mean_difference"]) < 0.1 * cost["mean_a"], cost
+    # and so does the view, its run's summary and its comparison alike.
+    data, _ = view_data([tmp_path / "e", out])
+    assert data["runs"][1]["summary"]["cost_usd"] == pytest.approx(float(billed), rel=1e-9)
+    assert data["comparisons"][0]["cost"]["b"] == pytest.approx(float(billed), rel=1e-9)
 
 
 def _report(task: str, cost: float) -> dict[str, object]:

@@ -38,7 +38,7 @@ from ..events import NO_LLM_CALLS_ADVICE
 from ._view_events import read_events_view
 from ._view_rows import BUDGET, ROW_CAP, DetailBudget, ViewError, count_lines, dumps, read_rows
 from .compare import compare_runs
-from .cost import budget_rows, comparison_rows, cost_rows, money
+from .cost import billed_records, budget_rows, comparison_rows, cost_rows, money, read_billed
 from .run_info import describe, read_manifest
 from .summary import summarize
 
@@ -104,9 +104,10 @@ def _run_data(
     ViewError when `results` is not a results file."""
     rows = read_rows(results, share=share)
     manifest = read_manifest(results)
-    summary = summarize(
-        rows.records, wall_s=rows.wall_s(), reducers=reducers, replaced=rows.replaced
-    )
+    # A resumed run costs what every segment was billed (as `asynceval report` and `compare`
+    # count it): its events say what each repetition's calls cost, replays and kills included.
+    records = billed_records(rows.records, read_billed(results.parent / "events.jsonl"))
+    summary = summarize(records, wall_s=rows.wall_s(), reducers=reducers, replaced=rows.replaced)
     summary.damaged_lines = rows.damaged_lines
     events = read_events_view(results.parent / "events.jsonl", rows.headers, max_buckets)
     # As `asynceval report` warns (its text is the run's own `no_llm_calls` event's advice).
@@ -130,7 +131,7 @@ def _run_data(
         "truncated_rows": rows.truncated_rows,
         "events": events.as_dict(),
     }
-    return data, rows.details, rows.records
+    return data, rows.details, records
 
 
 def _comparison(
