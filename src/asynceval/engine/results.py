@@ -131,14 +131,7 @@ def iter_records(path: str | PathLike[str]) -> Iterator[dict[str, Any] | None]:
 
 def read_records(path: str | PathLike[str]) -> tuple[list[dict[str, Any]], int]:
     """(every parseable line as a dict, number of damaged lines) of a results file."""
-    records: list[dict[str, Any]] = []
-    damaged = 0
-    for record in iter_records(path):
-        if record is None:
-            damaged += 1
-        else:
-            records.append(record)
-    return records, damaged
+    return _read(path, None)
 
 
 def read_summaries(path: str | PathLike[str]) -> tuple[list[dict[str, Any]], int]:
@@ -147,13 +140,19 @@ def read_summaries(path: str | PathLike[str]) -> tuple[list[dict[str, Any]], int
     evaluator entry's text and nested values past `_SHORT` characters), read one line at a time,
     so a file whose bulk is in any of those costs one line's worth of memory, not the file's.
     Scores (`passed`, `score`) and every other scalar are kept as written."""
+    return _read(path, _slim)
+
+
+def _read(
+    path: str | PathLike[str], keep: Callable[[dict[str, Any]], dict[str, Any]] | None
+) -> tuple[list[dict[str, Any]], int]:
     records: list[dict[str, Any]] = []
     damaged = 0
     for record in iter_records(path):
         if record is None:
             damaged += 1
         else:
-            records.append(_slim(record))
+            records.append(record if keep is None else keep(record))
     return records, damaged
 
 
