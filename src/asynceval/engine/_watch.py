@@ -61,7 +61,7 @@ def observe_calls() -> None:
     global _observing
     with _observing_lock:
         if not _observing:
-            events.add_observer(_observe)
+            events.add_observer(_observe, only=("acquired",))
             _observing = True
 
 
