@@ -8,16 +8,18 @@ the last digit is not called over it.
 The budget belongs to the run directory: a resumed segment (its `run_started` says `resumed`)
 goes on from what the segments before it spent, so `directory_verdicts` judges each segment by
 what its run directory had spent by its end (`spent_usd`), against the total it ran under; a
-segment that is not a resume starts a new run directory's count.
+segment that is not a resume starts a new run directory's count. The bill over a directory's
+segments (`Billed`, `read_billed`) is the engine's (`asynceval.engine.run_cost`), re-exported.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
+
+from ..engine.run_cost import Billed as Billed
+from ..engine.run_cost import exact
+from ..engine.run_cost import read_billed as read_billed
 
 
 class Spend:
@@ -31,7 +33,7 @@ class Spend:
         started = first.get("event") == "run_started"
         limits = first.get("limits")  # a hand-written log may nest them
         where = limits if isinstance(limits, dict) and "max_cost_usd" in limits else first
-        self.budget = _exact(where.get("max_cost_usd")) if started else None
+        self.budget = exact(where.get("max_cost_usd")) if started else None
         flag = first.get("resumed")  # a log of an older asynceval: resumed_pairs tells
         pairs = first.get("resumed_pairs")
         self.resumed = started and (
@@ -39,20 +41,20 @@ class Spend:
         )
 
     def released(self, event: dict[str, Any]) -> None:
-        cost = _exact(event.get("cost_usd"))
+        cost = exact(event.get("cost_usd"))
         if cost is not None:
             self.spent = cost if self.spent is None else self.spent + cost
             self.unknown += bool(event.get("cost_unknown"))
 
     def batch_completed(self, event: dict[str, Any]) -> None:
         """A provider batch's answers: what its succeeded lines cost."""
-        cost = _exact(event.get("cost_usd"))
+        cost = exact(event.get("cost_usd"))
         if cost is not None:
             self.spent = cost if self.spent is None else self.spent + cost
 
     def finished(self, event: dict[str, Any]) -> None:
         """`run_finished`: the budget the run really had (`Benchmark.run(max_cost_usd=)`)."""
-        budget = _exact(event.get("budget_usd"))
+        budget = exact(event.get("budget_usd"))
         if budget is not None:
             self.budget = budget
 
@@ -82,96 +84,7 @@ def directory_verdicts(runs: list[dict[str, Any]]) -> None:
     for run in runs:
         if not run.get("resumed"):
             spent = Decimal(0)
-        spent += _exact(run.get("cost_usd")) or 0
+        spent += exact(run.get("cost_usd")) or 0
         run["spent_usd"] = float(spent)
-        budget = _exact(run.get("budget_usd"))
+        budget = exact(run.get("budget_usd"))
         run["budget_held"] = budget is None or spent <= budget
-
-
-def _exact(value: Any) -> Decimal | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return Decimal(repr(value))
-
-
-class Billed:
-    """What a run directory's events file says was billed, over every segment, for `report`
-    and the run's summary (see `read_billed`): `total` (every `released` event's `cost_usd` and
-    every `batch_completed` one's), `by_pair` (the `released` costs of each (task_id,
-    repeat_idx): a repetition's calls in every segment, those a resume replayed from the
-    journal included, where they were paid), `segments`, and the run's budget as its latest
-    segment had it (`budget`, `budget_exhausted`); `outside_calls` and `outside_cost`: the
-    calls no repetition counted (from threads without a repetition's context), every segment's
-    `calls_outside_repetitions`."""
-
-    __slots__ = (
-        "budget",
-        "budget_exhausted",
-        "by_pair",
-        "outside_calls",
-        "outside_cost",
-        "segments",
-        "total",
-    )
-
-    def __init__(self) -> None:
-        self.total = Decimal(0)
-        self.by_pair: dict[tuple[str, int], Decimal] = {}
-        self.segments = 0
-        self.budget: Decimal | None = None
-        self.budget_exhausted = False
-        self.outside_calls = 0
-        self.outside_cost: Decimal | None = None
-
-    def feed(self, event: dict[str, Any]) -> None:
-        name = event.get("event")
-        if name in ("released", "batch_completed"):
-            cost = _exact(event.get("cost_usd"))
-            if cost is None:
-                return
-            self.total += cost
-            task, repeat = event.get("task_id"), event.get("repeat_idx")
-            if name == "released" and isinstance(task, str) and isinstance(repeat, int):
-                self.by_pair[(task, repeat)] = self.by_pair.get((task, repeat), 0) + cost
-        elif name == "run_started":
-            self.segments += 1
-            self.budget = _exact(event.get("max_cost_usd"))
-            self.budget_exhausted = False
-        elif name == "run_finished":
-            self.budget = _exact(event.get("budget_usd")) or self.budget
-            self.budget_exhausted = bool(event.get("budget_exhausted"))
-        elif name == "calls_outside_repetitions":
-            calls, cost = event.get("calls"), _exact(event.get("cost_usd"))
-            self.outside_calls += calls if isinstance(calls, int) else 0
-            if cost is not None:
-                self.outside_cost = cost + (self.outside_cost or 0)
-
-
-_BILLED_EVENTS = (
-    "released",
-    "batch_completed",
-    "run_started",
-    "run_finished",
-    "calls_outside_repetitions",
-)
-
-
-def read_billed(path: Path) -> Billed | None:
-    """The bill of the events file at `path`, or None when there is none or it cannot be
-    read. Read a line at a time; only lines naming one of the events it needs are parsed, and
-    a line cut short by a kill is skipped."""
-    billed = Billed()
-    try:
-        with open(path, encoding="utf-8", errors="replace") as file:
-            for line in file:
-                if not any(name in line for name in _BILLED_EVENTS):
-                    continue
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(event, dict):
-                    billed.feed(event)
-    except OSError:
-        return None
-    return billed

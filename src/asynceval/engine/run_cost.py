@@ -1,6 +1,8 @@
-"""Cost: what a run's repetitions cost, summed as their reports come in, for `run_finished`,
-and what the earlier segments of a resumed run spent (`earlier_spend`), which its budget
-carries on from (`carried_budget`).
+"""Cost: what a run's repetitions cost, summed as their reports come in, for `run_finished`;
+the bill of a run directory (`bill`, `Billed`: what every segment's events say was billed, the
+one reading of it that a resume's budget, `report`, `compare` and `view` share); and what the
+earlier segments of a resumed run spent (`earlier_spend`), which its budget carries on from
+(`carried_budget`).
 
 `cost_usd` sums the reports' `usage.cost_usd` (unrounded: each as the decimal it was written as,
 added exactly, so that the total is what a person adding them up gets); null when no report had
@@ -86,42 +88,12 @@ class EarlierSpend:
     """The segments (`run_started` events) in the file."""
 
 
-_WANTED = ("released", "batch_completed", "run_started", "run_finished")
-
-
 def earlier_spend(events_path: str | os.PathLike[str]) -> EarlierSpend:
     """What the events file at `events_path` says the run spent so far (an empty result when
-    there is none). Read a line at a time, and only lines naming one of the events it needs
-    are parsed, so a large log costs one pass and no memory; a line cut short by a kill is
-    skipped. Each cost is added as the decimal it was written as (exact)."""
-    spent = Decimal(0)
-    budget: Decimal | None = None
-    exhausted = False
-    segments = 0
-    try:
-        file = open(events_path, encoding="utf-8", errors="replace")  # noqa: SIM115
-    except FileNotFoundError:
-        return EarlierSpend()
-    with file:
-        for line in file:
-            if not any(name in line for name in _WANTED):
-                continue
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(event, dict):
-                continue
-            name = event.get("event")
-            if name in ("released", "batch_completed"):
-                spent += exact(event.get("cost_usd")) or 0
-            elif name == "run_started":
-                segments += 1
-                budget = exact(event.get("max_cost_usd"))
-            elif name == "run_finished":
-                budget = exact(event.get("budget_usd")) or budget
-                exhausted = bool(event.get("budget_exhausted"))
-    return EarlierSpend(spent, budget, exhausted, segments)
+    there is none), from its `bill`. Raises OSError when the file cannot be read: a resume
+    must not take an unreadable log for a run that spent nothing."""
+    billed = bill(events_path)
+    return EarlierSpend(billed.total, billed.budget, billed.finished_exhausted, billed.segments)
 
 
 def carried_budget(
@@ -148,3 +120,101 @@ def exact(value: Any) -> Decimal | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return None
     return Decimal(repr(value))
+
+
+class Billed:
+    """What a run directory's events file says was billed, over every segment, for `report`
+    and the run's summary (see `read_billed`): `total` (every `released` event's `cost_usd` and
+    every `batch_completed` one's), `by_pair` (the `released` costs of each (task_id,
+    repeat_idx): a repetition's calls in every segment, those a resume replayed from the
+    journal included, where they were paid), `segments`, and the run's budget as its latest
+    segment had it (`budget`, `budget_exhausted`; `finished_exhausted`: whether the latest
+    segment to finish ended with it exhausted); `outside_calls` and `outside_cost`: the
+    calls no repetition counted (from threads without a repetition's context), every segment's
+    `calls_outside_repetitions`."""
+
+    __slots__ = (
+        "budget",
+        "budget_exhausted",
+        "by_pair",
+        "finished_exhausted",
+        "outside_calls",
+        "outside_cost",
+        "segments",
+        "total",
+    )
+
+    def __init__(self) -> None:
+        self.total = Decimal(0)
+        self.by_pair: dict[tuple[str, int], Decimal] = {}
+        self.segments = 0
+        self.budget: Decimal | None = None
+        self.budget_exhausted = False
+        self.finished_exhausted = False
+        self.outside_calls = 0
+        self.outside_cost: Decimal | None = None
+
+    def feed(self, event: dict[str, Any]) -> None:
+        name = event.get("event")
+        if name in ("released", "batch_completed"):
+            cost = exact(event.get("cost_usd"))
+            if cost is None:
+                return
+            self.total += cost
+            task, repeat = event.get("task_id"), event.get("repeat_idx")
+            if name == "released" and isinstance(task, str) and isinstance(repeat, int):
+                self.by_pair[(task, repeat)] = self.by_pair.get((task, repeat), 0) + cost
+        elif name == "run_started":
+            self.segments += 1
+            self.budget = exact(event.get("max_cost_usd"))
+            self.budget_exhausted = False
+        elif name == "run_finished":
+            self.budget = exact(event.get("budget_usd")) or self.budget
+            self.budget_exhausted = bool(event.get("budget_exhausted"))
+            self.finished_exhausted = self.budget_exhausted
+        elif name == "calls_outside_repetitions":
+            calls, cost = event.get("calls"), exact(event.get("cost_usd"))
+            self.outside_calls += calls if isinstance(calls, int) else 0
+            if cost is not None:
+                self.outside_cost = cost + (self.outside_cost or 0)
+
+
+_BILLED_EVENTS = (
+    "released",
+    "batch_completed",
+    "run_started",
+    "run_finished",
+    "calls_outside_repetitions",
+)
+
+
+def bill(path: str | os.PathLike[str]) -> Billed:
+    """The bill of the events file at `path` (empty when there is none). Read a line at a
+    time; only lines naming one of the events it needs are parsed, so a large log costs one
+    pass and no memory; a line cut short by a kill is skipped. Raises OSError when the file
+    cannot be read."""
+    billed = Billed()
+    try:
+        file = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
+    except FileNotFoundError:
+        return billed
+    with file:
+        for line in file:
+            if not any(name in line for name in _BILLED_EVENTS):
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                billed.feed(event)
+    return billed
+
+
+def read_billed(path: str | os.PathLike[str]) -> Billed | None:
+    """`bill(path)`, or None when the file cannot be read (for readers that show a bill beside
+    the reports and can do without it)."""
+    try:
+        return bill(path)
+    except OSError:
+        return None
