@@ -9,7 +9,8 @@ SQLite's WAL mode cannot work (its readers and writer share memory).
 
 A read checks an entry's length and digest before it serves the body: a damaged entry (a torn
 page, a disk error, a row edited by hand) is a miss, and the next store of that key replaces it.
-The rows, the bound (`max_bytes`) and every transaction are `asynceval.runtime._store_sql`'s.
+The rows, the bound (`max_bytes`) and every transaction are `asynceval.runtime._store_sql`'s;
+the shared pool and the settling of writers' futures, `asynceval.runtime._store_pool`'s.
 
 Writes are group commits on the store's own writer thread (one per store, started by the first
 write and ended after a few idle seconds or by `close`): `put` queues the entry and wakes the
@@ -35,10 +36,12 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
+from ._store_pool import Waiter, renew_pool, settle_all
+from ._store_pool import submit as submit
 from ._store_sql import (
     GET,
     as_os_error,
@@ -51,8 +54,6 @@ from ._store_sql import (
     write,
 )
 
-T = TypeVar("T")
-
 TOUCH_FLUSH_S = 1.0
 TOUCH_FLUSH_COUNT = 512
 LINGER_S = 0.005
@@ -60,7 +61,6 @@ LINGER_S = 0.005
 LINGER_WORTH = 3.0
 """The writer lingers only if, at the rate answers came in lately, that brings this many more."""
 _WRITER_IDLE_S = 5.0  # a writer thread with nothing to write for this long ends
-_THREADS = 4  # reads and flushes: a few threads keep up with thousands of calls a second
 
 
 class Entry(NamedTuple):
@@ -343,7 +343,7 @@ class Store:
                 if self.on_commit is not None:  # counted before anyone waiting goes on
                     with contextlib.suppress(Exception):
                         self.on_commit(len(batch), error)
-                _settle_all(batch, error)
+                settle_all(batch, error)
 
     def _write(self, rows: list[tuple[Any, ...]], touched: dict[bytes, tuple[int, int]]) -> None:
         connection = self._connection(create=True)
@@ -385,63 +385,14 @@ class Store:
         return segment_id(connection, name)
 
 
-Waiter = Future[None] | asyncio.Future[None] | None
-"""Who waits for a queued entry: `put`'s future, `put_async`'s, or nobody."""
-
-
-def _settle_all(batch: list[tuple[tuple[Any, ...], Waiter]], error: OSError | None) -> None:
-    """Settle the waiters of a transaction: `put`'s here, `put_async`'s with one callback on
-    each of their loops."""
-    loops: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
-    for _, waiter in batch:
-        if waiter is None:
-            continue
-        if isinstance(waiter, Future):
-            if waiter.set_running_or_notify_cancel():
-                if error is None:
-                    waiter.set_result(None)
-                else:
-                    waiter.set_exception(OSError(*error.args))
-        else:
-            loops.setdefault(waiter.get_loop(), []).append(waiter)
-    for loop, futures in loops.items():
-        with contextlib.suppress(RuntimeError):  # a loop closed: nobody waits there any more
-            loop.call_soon_threadsafe(_settle, futures, error)
-
-
-def _settle(futures: list[asyncio.Future[None]], error: OSError | None) -> None:
-    for future in futures:
-        if not future.done():  # a waiter cancelled
-            if error is None:
-                future.set_result(None)
-            else:
-                future.set_exception(OSError(*error.args))
-
-
 # Every store of the process, so that a forked child drops (without closing: the parent still
 # uses them) the connections it inherited.
 _stores: weakref.WeakSet[Store] = weakref.WeakSet()
 _inherited: list[Any] = []
 
-# One small pool for every store of the process (made on first use, renewed in a forked child,
-# whose copy of the parent's threads does not run). Never anyio's default pool: sync code waiting
-# in it for an answer may fill it.
-_executor: ThreadPoolExecutor | None = None
-_executor_lock = threading.Lock()
-
-
-def submit(function: Callable[..., T], *args: Any) -> Future[T]:
-    """Run `function(*args)` on the stores' own threads."""
-    global _executor
-    with _executor_lock:
-        if _executor is None:
-            _executor = ThreadPoolExecutor(_THREADS, thread_name_prefix="asynceval-store")
-        return _executor.submit(function, *args)
-
 
 def _after_fork_in_child() -> None:
-    global _executor, _executor_lock
-    _executor, _executor_lock = None, threading.Lock()
+    renew_pool()
     for store in list(_stores):
         _inherited.append((store._local, store._connections))  # kept open: the parent's
         store._local, store._connections = threading.local(), []
