@@ -21,7 +21,6 @@ and cut repetitions included.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine import TaskExecutionStatus, read_records
+from ..engine.results import iter_records
 from ._errors import CLIError
 from ._estimate_events import measure, run_overhead
 from ._estimate_replay import Limits
@@ -81,19 +81,11 @@ class Estimate:
 
 
 def _events(path: Path) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
+    """The sample's events (none when its file cannot be read; a line cut short is skipped)."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        return [event for event in iter_records(path) if event is not None]
     except OSError:
-        return events
-    for line in text.splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events
+        return []
 
 
 def project_sample(out: Path, sample: Sample, seed: int) -> Estimate:
